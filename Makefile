@@ -1,0 +1,94 @@
+# moe-serving: LMI-compatible vLLM serving for FP8 MoE models, H200 first.
+#
+#   make run    serve the embedded default (tiny MoE model on the CPU vLLM) on 127.0.0.1:8080,
+#               or the configured model on a GPU host
+#   make test   lint + unit + end-to-end tests (sets up .venv itself)
+#
+# Every target fails loudly: no `|| true` on anything that matters.
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PORT ?= $(or $(SAGEMAKER_BIND_TO_PORT),8080)
+IMAGE ?= moe-serving:latest
+MODEL_DIR ?= $(CURDIR)/model
+PROPERTIES ?= serving.properties
+INSTANCE_TYPE ?= ml.p5e.48xlarge
+ENDPOINT_NAME ?= moe-serving
+MODELS ?=
+BACKENDS ?=
+CONC ?= 1,8,16,32,64
+
+.PHONY: help venv run test test-unit test-e2e test-gpu lint bench bench-kernels bench-e2e tune aot \
+        image image-run image-test plan deploy invoke delete clean
+
+help:
+	@grep -E '^#( |$$)' Makefile | sed 's/^# \{0,1\}//'
+
+$(VENV)/.stamp: pyproject.toml scripts/setup_venv.sh
+	bash scripts/setup_venv.sh
+
+venv: $(VENV)/.stamp
+
+run: venv
+	$(PY) -m entrypoint run-local --port $(PORT)
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/hadolint --failure-threshold error Dockerfile
+
+test: venv lint
+	$(PY) -m pytest -q -p no:cacheprovider tests
+
+test-unit: venv
+	$(PY) -m pytest -q -p no:cacheprovider -m "not e2e" tests
+
+test-e2e: venv
+	$(PY) -m pytest -q -p no:cacheprovider -m e2e tests
+
+# On an H200 host with vLLM 0.26 importable (inside the image, or the offline bundle).
+test-gpu:
+	python3 -m pytest -q -p no:cacheprovider -m gpu tests
+
+bench: bench-kernels bench-e2e
+
+bench-kernels:
+	python3 -m kernels.bench.bench_moe_configs
+	python3 -m kernels.bench.bench_fused_moe
+
+bench-e2e:
+	python3 -m benchmarks.e2e --models "$(MODELS)" --backends "$(BACKENDS)" --conc "$(CONC)"
+
+tune:
+	python3 -m kernels.tune $(TUNE_ARGS)
+
+aot:
+	python3 -m kernels.aot $(AOT_ARGS)
+
+image:
+	docker build -t $(IMAGE) .
+
+image-run:
+	docker run --rm --gpus all -p $(PORT):8080 -v $(MODEL_DIR):/opt/ml/model:ro $(IMAGE) serve
+
+image-test: image
+	bash docker/image_test.sh $(IMAGE) $(MODEL_DIR)
+
+plan: venv
+	$(PY) -m sagemaker_deploy plan --instance-type $(INSTANCE_TYPE) --properties $(PROPERTIES)
+
+deploy: venv
+	$(PY) -m sagemaker_deploy deploy --endpoint-name $(ENDPOINT_NAME) --instance-type $(INSTANCE_TYPE) \
+	  --image-uri "$(IMAGE_URI)" --role "$(ROLE_ARN)" --properties $(PROPERTIES)
+
+invoke: venv
+	$(PY) -m sagemaker_deploy invoke --endpoint-name $(ENDPOINT_NAME) --prompt "$(or $(PROMPT),What is a mixture of experts?)"
+
+delete: venv
+	$(PY) -m sagemaker_deploy delete --endpoint-name $(ENDPOINT_NAME)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info
