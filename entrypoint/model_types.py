@@ -69,6 +69,8 @@ class Quantization(BaseModel):
     weight_dtype: WeightDtype = WeightDtype.BF16
     weight_granularity: Granularity = Granularity.NONE
     block_shape: tuple[int, int] | None = None  # (n, k) of block-quantised weights
+    # Elements per scale of group-quantised weights (GPTQ/AWQ 128, NVFP4 16, MXFP4 32); None otherwise.
+    group_size: int | None = None
     activation_dtype: WeightDtype | None = None  # None: activations unquantised
     activation_scheme: ActivationScheme = ActivationScheme.NONE
     activation_granularity: Granularity = Granularity.NONE
@@ -97,6 +99,8 @@ class Quantization(BaseModel):
         weights = f"{self.weight_dtype.value} {self.weight_granularity.value} weights"
         if self.block_shape:
             weights += f" {self.block_shape[0]}x{self.block_shape[1]}"
+        if self.group_size:
+            weights += f" g{self.group_size}"
         if self.activation_dtype is None:
             acts = "16-bit activations"
         else:
