@@ -1,1 +1,1 @@
-"""placeholder"""
+"""LMI-compatible entrypoint for vLLM: settings, model inspection, GPU detection, the resolver, serving."""

@@ -1,0 +1,97 @@
+"""`python -m entrypoint {resolve,serve,run-local}`: argument parsing and exit codes only."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from entrypoint.errors import ConfigError
+from entrypoint.plan import Plan
+
+EXIT_CONFIG_ERROR = 2
+log = logging.getLogger("entrypoint")
+
+
+def _model_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--model", help="local directory, hub id or s3:// prefix (default: option.model_id, /opt/ml/model)"
+    )
+    parser.add_argument(
+        "--properties", type=Path, help="serving.properties to read (default: the model's, else the image's)"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m entrypoint", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    resolve = commands.add_parser("resolve", help="print the vLLM plan for a model on a GPU, without running it")
+    _model_arguments(resolve)
+    resolve.add_argument("--gpu", help="simulate a GPU: H200, H100, B200, A100, L40S, A10G, L4, sm_XY or cpu")
+    resolve.add_argument("--num-gpus", type=int, help="number of (simulated or detected) GPUs")
+    resolve.add_argument("--vllm-version", help="plan for this vLLM version instead of the installed one")
+    resolve.add_argument("--json", action="store_true", help="one JSON object instead of the table")
+
+    serve = commands.add_parser("serve", help="resolve, fetch the model if remote, and exec vLLM (what the image runs)")
+    _model_arguments(serve)
+    serve.add_argument("--host", help="bind address (default 0.0.0.0)")
+    serve.add_argument("--port", type=int, help="port (default ${SAGEMAKER_BIND_TO_PORT:-8080})")
+
+    local = commands.add_parser("run-local", help="serve the embedded tiny MoE model on 127.0.0.1 (CPU engine)")
+    local.add_argument("--port", type=int, help="port (default ${SAGEMAKER_BIND_TO_PORT:-8080})")
+    return parser
+
+
+def render_plan(plan: Plan) -> str:
+    """A short human table, then the reasons."""
+    rows = [
+        ("model", plan.model),
+        ("gpu", f"{plan.gpu.get('count')} x {plan.gpu.get('name')} (sm {plan.gpu.get('sm')})"),
+        ("quantization", plan.quantization.get("summary", "")),
+        ("moe_backend", f"{plan.moe_backend} (source: {plan.moe_backend_source})"),
+        ("effective backend", str(plan.effective_moe_backend)),
+        ("vllm", f"{plan.vllm_version} ({plan.vllm_version_source})"),
+        ("env", " ".join(f"{k}={v}" for k, v in sorted(plan.env.items())) or "-"),
+        ("command", "vllm serve " + " ".join(plan.vllm_args)),
+    ]
+    width = max(len(name) for name, _ in rows)
+    lines = [f"{name.ljust(width)}  {value}" for name, value in rows]
+    lines += ["", "reasons:"] + [f"  - {reason}" for reason in plan.reasons]
+    if plan.ignored_options:
+        lines += ["ignored:"] + [f"  - {item}" for item in plan.ignored_options]
+    return "\n".join(lines)
+
+
+def _resolve(args: argparse.Namespace) -> int:
+    from entrypoint.planning import build_plan
+
+    plan = build_plan(
+        model=args.model,
+        properties=args.properties,
+        gpu=args.gpu,
+        num_gpus=args.num_gpus,
+        vllm_version=args.vllm_version,
+    )
+    print(plan.to_json() if args.json else render_plan(plan))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "resolve":
+            return _resolve(args)
+        if args.command == "serve":
+            from entrypoint.serve import serve_main
+
+            return serve_main(args)
+        from entrypoint.run_local import main as run_local_main
+
+        return run_local_main(args)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG_ERROR

@@ -1,0 +1,156 @@
+"""LMI options → `vllm serve` arguments. Pure: validates, renames, renders argv elements.
+
+Values always become separate argv elements (`["--max-model-len", "4096"]`), never shell text.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass, field
+
+from entrypoint.errors import ConfigError
+from entrypoint.gpu_types import GpuInventory
+from entrypoint.lmi_options import (
+    DTYPE_NAMES,
+    ENGINE_VALUES,
+    LEGACY_OPTIONS,
+    LMI_TO_VLLM,
+    PROJECT_OPTIONS,
+    RESERVED_ARGS,
+    SERVER_KEYS,
+)
+from entrypoint.vllm_caps import EngineArg, VllmCapabilities
+
+_BOOL_VALUES = ("true", "false")
+
+
+@dataclass
+class EngineArgsResult:
+    args: list[str] = field(default_factory=list)  # flags only; the model positional is added by the resolver
+    values: dict[str, str] = field(default_factory=dict)  # vLLM name → validated value
+    ignored: list[str] = field(default_factory=list)  # "option.key: why"
+    notes: list[str] = field(default_factory=list)  # reason lines (automatic decisions)
+
+
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _tensor_parallel(value: str, key: str, gpus: GpuInventory) -> str:
+    available = max(gpus.count, 1)
+    if value.lower() in ("max", "-1"):
+        return str(available)
+    if not value.isdigit() or int(value) < 1:
+        raise ConfigError(f"option.{key}", value, "must be a positive integer or 'max'", ("1", "2", "4", "8", "max"))
+    if not gpus.is_cpu and int(value) > gpus.count:
+        raise ConfigError(
+            f"option.{key}",
+            value,
+            f"only {gpus.count} GPU(s) visible ({gpus.primary.name})",  # type: ignore[union-attr]
+            [str(n) for n in range(1, gpus.count + 1)] + ["max"],
+        )
+    return value
+
+
+def _convert(lmi_key: str, vllm_key: str, value: str, gpus: GpuInventory) -> str:
+    """LMI value semantics → vLLM value (tensor_parallel_degree=max, dtype names)."""
+    if vllm_key in ("tensor_parallel_size",):
+        return _tensor_parallel(value, lmi_key, gpus)
+    if vllm_key == "dtype":
+        dtype = DTYPE_NAMES.get(value.lower())
+        if dtype is None:
+            raise ConfigError(f"option.{lmi_key}", value, "unknown dtype", sorted(DTYPE_NAMES))
+        return dtype
+    return value
+
+
+def _validate(key: str, value: str, spec: EngineArg) -> str:
+    where = f"option.{key}"
+    if spec.kind == "bool":
+        if value.lower() not in _BOOL_VALUES:
+            raise ConfigError(where, value, "must be a boolean", _BOOL_VALUES)
+        return value.lower()
+    if spec.kind == "int":
+        try:
+            int(value)
+        except ValueError:
+            raise ConfigError(where, value, "must be an integer") from None
+    elif spec.kind == "float":
+        try:
+            float(value)
+        except ValueError:
+            raise ConfigError(where, value, "must be a number") from None
+    elif spec.kind == "choice":
+        normalised = value.lower().replace("-", "_") if key == "moe_backend" else value
+        if normalised not in spec.choices:
+            raise ConfigError(where, value, "not an accepted value", spec.choices)
+        return normalised
+    elif spec.kind == "json" and value[:1] in "{[":
+        try:
+            json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(where, value, f"is not valid JSON ({exc.msg} at column {exc.colno})") from None
+    return value
+
+
+def _render(name: str, value: str, spec: EngineArg | None) -> list[str]:
+    if spec is not None and spec.kind == "bool":
+        return [flag(name)] if value == "true" else ["--no-" + name.replace("_", "-")]
+    return [flag(name), value]
+
+
+def _twin_check(options: dict[str, str], gpus: GpuInventory) -> None:
+    for lmi_key, vllm_key in LMI_TO_VLLM.items():
+        if lmi_key in options and vllm_key in options:
+            lmi_value = _convert(lmi_key, vllm_key, options[lmi_key], gpus)
+            vllm_value = _convert(vllm_key, vllm_key, options[vllm_key], gpus)
+            if lmi_value != vllm_value:
+                raise ConfigError(
+                    f"option.{lmi_key} / option.{vllm_key}",
+                    f"{options[lmi_key]} / {vllm_value}",
+                    "the LMI name and its vLLM twin set different values",
+                    "set only one of them, or the same value in both",
+                )
+
+
+def build_engine_args(
+    options: dict[str, str], server: dict[str, str], caps: VllmCapabilities, gpus: GpuInventory
+) -> EngineArgsResult:
+    """Validate every option and render the engine flags (sorted by name, so plans are stable)."""
+    result = EngineArgsResult()
+    _twin_check(options, gpus)
+    for key, value in server.items():
+        if key == "engine" and value not in ENGINE_VALUES:
+            raise ConfigError("engine", value, "unknown engine", ENGINE_VALUES)
+        why = "djl-serving server setting, no vLLM meaning" if key in SERVER_KEYS else "unknown server key"
+        result.ignored.append(f"{key}: {why}")
+
+    chosen: dict[str, tuple[str, str]] = {}  # vLLM name → (value, LMI key it came from)
+    for key in sorted(options):
+        value = options[key]
+        if key in ("model_id", "model") or key in PROJECT_OPTIONS:
+            continue  # the resolver handles these
+        if key in RESERVED_ARGS:
+            raise ConfigError(f"option.{key}", value, RESERVED_ARGS[key])
+        vllm_key = LMI_TO_VLLM.get(key, key)
+        if key in LMI_TO_VLLM or vllm_key == "dtype" or vllm_key == "tensor_parallel_size":
+            value = _convert(key, vllm_key, value, gpus)
+        spec = caps.engine_args.get(vllm_key)
+        if spec is None:
+            if key in LEGACY_OPTIONS:
+                result.ignored.append(f"option.{key}: legacy LMI setting, not a vLLM {caps.version} engine argument")
+                continue
+            close = difflib.get_close_matches(vllm_key, caps.engine_args, n=1)
+            hint = f" (did you mean option.{close[0]}?)" if close else ""
+            result.ignored.append(f"option.{key}: not a vLLM {caps.version} engine argument{hint}")
+            continue
+        chosen[vllm_key] = (_validate(vllm_key, value, spec), key)
+
+    for vllm_key in sorted(chosen):
+        value, lmi_key = chosen[vllm_key]
+        result.values[vllm_key] = value
+        result.args.extend(_render(vllm_key, value, caps.engine_args.get(vllm_key)))
+        if lmi_key != vllm_key:
+            result.notes.append(f"option.{lmi_key}={options[lmi_key]} → {flag(vllm_key)} {value}")
+    return result

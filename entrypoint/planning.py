@@ -1,0 +1,54 @@
+"""The one pipeline from user inputs to a Plan: settings → model → GPUs → vLLM capabilities → resolve.
+
+This is the only place that does I/O for planning (files, NVML, S3/hub config reads); the resolver
+itself stays pure. `resolve`, `serve` and `sagemaker_deploy plan` all call `build_plan`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from entrypoint.config_resolver import resolve
+from entrypoint.gpu import gpu_inventory
+from entrypoint.model_info import describe_model
+from entrypoint.model_source import read_model_configs
+from entrypoint.plan import Plan
+from entrypoint.settings import load_settings
+from entrypoint.tuned_configs import TunedConfigIndex
+from entrypoint.vllm_caps import detect_capabilities
+
+
+def build_plan(
+    *,
+    model: str | None = None,
+    properties: Path | None = None,
+    gpu: str | None = None,
+    num_gpus: int | None = None,
+    vllm_version: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    host: str | None = None,
+    port: int | None = None,
+) -> Plan:
+    """Resolve the plan for these inputs. Raises entrypoint.errors.ConfigError when refused."""
+    env = dict(os.environ if environ is None else environ)
+    settings, settings_reasons = load_settings(
+        model=model, properties=Path(properties) if properties else None, environ=env, host=host, port=port
+    )
+    config, hf_quant_config, source = read_model_configs(
+        settings.model, revision=settings.options.get("revision"), environ=env
+    )
+    description = describe_model(config, hf_quant_config, source=source, quantize=settings.options.get("quantize"))
+    gpus = gpu_inventory(gpu, num_gpus)
+    caps = detect_capabilities(vllm_version)
+    gpu_line = gpus.as_dict()
+    context = (
+        *settings_reasons,
+        f"gpu: {gpu_line['count']} x {gpu_line['name']} (sm {gpu_line['sm']}, {gpus.source})",
+        f"model: {source}: {'MoE' if description.is_moe else 'dense'}, {description.quantization.summary()}",
+        f"vllm: {caps.version} ({caps.source})",
+    )
+    return resolve(
+        settings, description, gpus, caps, environ=env, tuned=TunedConfigIndex.scan(), context_reasons=context
+    )

@@ -1,0 +1,54 @@
+"""The baked Triton MoE tile configs (kernels/configs/) as the resolver sees them: names, not contents.
+
+vLLM looks a tuned file up by name (`VLLM_TUNED_CONFIG_FOLDER` first, then its shipped configs):
+`E={E},N={N},device_name={name}[,dtype=fp8_w8a8][,block_shape=[bn,bk]].json`, E = local experts,
+N = per-partition intermediate size (w2.shape[2]), name = torch.cuda.get_device_name() with spaces
+as `_` (every H200 variant is `NVIDIA_H200`). A misnamed file is silently ignored by vLLM, so the
+name logic lives here once and tests/test_kernel_configs.py checks it against vLLM's own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "kernels" / "configs"
+
+
+def vllm_device_name(gpu_name: str) -> str:
+    """What vLLM puts in the file name for this GPU (vLLM folds every H200 variant into one)."""
+    name = gpu_name.replace(" ", "_")
+    return "NVIDIA_H200" if "H200" in name else name
+
+
+def moe_partition(num_experts: int, intermediate: int, tp: int, expert_parallel: bool) -> tuple[int, int]:
+    """(E, N) as vLLM sees them on one GPU: EP splits the experts, TP splits each expert's width."""
+    if expert_parallel:
+        return num_experts // tp, intermediate
+    return num_experts, intermediate // tp
+
+
+def config_file_name(
+    num_experts: int, n: int, device_name: str, dtype: str | None, block_shape: tuple[int, int] | None
+) -> str:
+    parts = [f"E={num_experts}", f"N={n}", f"device_name={device_name}"]
+    if dtype:
+        parts.append(f"dtype={dtype}")
+    if block_shape:
+        parts.append(f"block_shape=[{block_shape[0]},{block_shape[1]}]")
+    return ",".join(parts) + ".json"
+
+
+@dataclass(frozen=True)
+class TunedConfigIndex:
+    """The folder and the file names it holds (read once at start, passed to the pure resolver)."""
+
+    folder: str
+    names: frozenset[str]
+
+    @classmethod
+    def scan(cls, folder: Path = CONFIG_DIR) -> TunedConfigIndex | None:
+        if not folder.is_dir():
+            return None
+        names = frozenset(p.name for p in folder.glob("E=*.json"))
+        return cls(str(folder), names) if names else None
