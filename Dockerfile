@@ -1,0 +1,120 @@
+# syntax=docker/dockerfile:1.7
+#
+# moe-serving: an LMI-compatible serving image for FP8 mixture-of-experts models on vLLM, H200 first.
+#
+#   docker build -t moe-serving .                                  # make image
+#   docker run --gpus all -p 8080:8080 -v MODEL:/opt/ml/model moe-serving   # make image-run
+#
+# Stages (each under its banner below):
+#   base     CUDA 13.0 runtime + Ubuntu 24.04's python3.12 in a venv, nvcc for FlashInfer's JIT
+#   deps     torch / vLLM / FlashInfer and the project's own dependencies (no project code yet,
+#            so editing the code does not reinstall the 5 GB of wheels)
+#   project  the project installed as a package (pip install .), tuned kernel configs
+#   aot      Triton kernels compiled ahead of time into a cache (kernels/aot.py)
+#   final    what runs: project + baked cache + default serving.properties, SageMaker contract
+#
+# Every build step is a script in docker/ so CI runs the same scripts outside Docker
+# (tests/test_docker_scripts.py). The image bundles no NVIDIA driver: the host's driver is
+# mounted by the NVIDIA container toolkit (SageMaker requires exactly that).
+
+# CUDA 13.0 to match torch 2.11.0's cu130 build. A tag, not `latest`: bump it on purpose.
+ARG CUDA_IMAGE=nvidia/cuda:13.0.1-runtime-ubuntu24.04
+
+######################################## base ########################################
+FROM ${CUDA_IMAGE} AS base
+
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+ENV DEBIAN_FRONTEND=noninteractive \
+    VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:${PATH} \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+COPY docker/install_system.sh /opt/moe-serving/docker/
+# Python 3.12 (Ubuntu 24.04's own) in a venv (PEP 668 forbids pip into the system python),
+# plus nvcc and the CUDA headers FlashInfer needs to JIT-compile kernels it does not ship prebuilt.
+RUN bash /opt/moe-serving/docker/install_system.sh
+
+######################################## deps ########################################
+FROM base AS deps
+
+# The engine. Bump VLLM_VERSION together with the torch and FlashInfer versions that vLLM release
+# pins (vLLM 0.26.0: torch 2.11.0, flashinfer-python 0.6.14); the resolver's capability table
+# (entrypoint/vllm_caps.py) must know the version, or `resolve` refuses backends it cannot vouch for.
+ARG VLLM_VERSION=0.26.0
+# torch's CUDA 13.0 build comes from the PyTorch index, the rest from PyPI.
+ARG TORCH_VERSION=2.11.0
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu130
+ARG FLASHINFER_VERSION=0.6.14
+COPY docker/install_deps.sh docker/project_requirements.py /opt/moe-serving/docker/
+# Only pyproject.toml travels here: its [project] dependencies are installed without the code.
+COPY pyproject.toml /opt/moe-serving/src/pyproject.toml
+RUN --mount=type=cache,target=/root/.cache/pip \
+    VLLM_VERSION=${VLLM_VERSION} TORCH_VERSION=${TORCH_VERSION} TORCH_INDEX_URL=${TORCH_INDEX_URL} \
+    FLASHINFER_VERSION=${FLASHINFER_VERSION} \
+    bash /opt/moe-serving/docker/install_deps.sh /opt/moe-serving/src/pyproject.toml
+
+######################################## project ########################################
+FROM deps AS project
+
+COPY docker/install_project.sh /opt/moe-serving/docker/
+COPY pyproject.toml README.md /opt/moe-serving/src/
+COPY entrypoint/ /opt/moe-serving/src/entrypoint/
+COPY kernels/ /opt/moe-serving/src/kernels/
+COPY sagemaker_deploy/ /opt/moe-serving/src/sagemaker_deploy/
+# Installs the package (not editable), copies kernels/configs/ to /opt/moe-serving/kernel-configs
+# and removes the source tree.
+RUN bash /opt/moe-serving/docker/install_project.sh /opt/moe-serving/src /opt/moe-serving
+
+######################################## aot ########################################
+FROM project AS aot
+
+# AOT_MODE=compile runs kernels.aot (Triton compiles for sm_90 without a GPU);
+# AOT_MODE=skip leaves an empty cache (kernels then JIT-compile on the first engine start).
+ARG AOT_MODE=compile
+COPY docker/aot_cache.sh /opt/moe-serving/docker/
+RUN AOT_MODE=${AOT_MODE} bash /opt/moe-serving/docker/aot_cache.sh /opt/moe-serving/triton-cache
+
+######################################## final ########################################
+FROM project AS final
+
+COPY --from=aot /opt/moe-serving/triton-cache /opt/moe-serving/triton-cache
+COPY docker/healthcheck.sh /opt/moe-serving/docker/
+# The image's default configuration; a serving.properties in the model directory
+# (/opt/ml/model) or OPTION_* environment variables take precedence (see the file).
+COPY serving.properties /opt/moe-serving/serving.properties
+
+# LMI-like defaults. Everything written at run time lives under /tmp: SageMaker mounts
+# /opt/ml/model read-only and the image may run as any user (docs/deploy.md).
+ENV PYTHONUNBUFFERED=1 \
+    MOE_SERVING_DEFAULT_PROPERTIES=/opt/moe-serving/serving.properties \
+    HF_HOME=/tmp/.cache/huggingface \
+    XDG_CACHE_HOME=/tmp/.cache \
+    VLLM_CACHE_ROOT=/tmp/.cache/vllm \
+    FLASHINFER_WORKSPACE_BASE=/tmp/.cache \
+    TORCHINDUCTOR_CACHE_DIR=/tmp/.cache/torchinductor \
+    TRITON_CACHE_DIR=/opt/moe-serving/triton-cache \
+    VLLM_TUNED_CONFIG_FOLDER=/opt/moe-serving/kernel-configs \
+    VLLM_NO_USAGE_STATS=1 \
+    DO_NOT_TRACK=1 \
+    VLLM_WORKER_MULTIPROC_METHOD=spawn \
+    HF_HUB_DISABLE_TELEMETRY=1 \
+    OMP_NUM_THREADS=1
+
+# SageMaker may move the server to SAGEMAKER_BIND_TO_PORT; the entrypoint and the health check
+# both honour it.
+LABEL com.amazonaws.sagemaker.capabilities.accept-bind-to-port=true \
+      org.opencontainers.image.title="moe-serving" \
+      org.opencontainers.image.description="LMI-compatible vLLM serving for FP8 MoE models (H200 first)"
+EXPOSE 8080
+
+# For `docker run` users; SageMaker ignores it and pings /ping itself. The start period covers
+# loading a few hundred GB of weights.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=1800s --retries=3 \
+    CMD ["bash", "/opt/moe-serving/docker/healthcheck.sh"]
+
+# Root on purpose: SageMaker hosting starts the container as its image user and mounts
+# /opt/ml/model as root; see docs/deploy.md ("Root or not") for the reasons and how to run
+# with `--user` instead (every writable path above is under /tmp or world-writable).
+WORKDIR /opt/moe-serving
+# Exec form: the Python entrypoint execs vLLM, so SIGTERM from SageMaker reaches the server.
+ENTRYPOINT ["python3", "-m", "entrypoint"]
+CMD ["serve"]

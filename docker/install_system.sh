@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Base layer of the image: Ubuntu 24.04's python3.12 in a venv at $VIRTUAL_ENV, and the CUDA
+# compiler + headers that FlashInfer's JIT needs at run time (it compiles the kernels it does not
+# ship prebuilt on first use). No NVIDIA driver: the container toolkit mounts the host's.
+set -euo pipefail
+
+VENV=${VIRTUAL_ENV:-/opt/venv}
+# The CUDA apt packages carry the toolkit's major-minor in their names (13.0 → 13-0).
+CUDA_DASH=${CUDA_VERSION:?CUDA_VERSION is set by the nvidia/cuda base image}
+CUDA_DASH=$(echo "$CUDA_DASH" | cut -d. -f1,2 | tr . -)
+
+apt-get update
+apt-get install -y --no-install-recommends \
+    python3.12 python3.12-venv python3.12-dev \
+    ca-certificates \
+    "cuda-nvcc-${CUDA_DASH}" "cuda-cudart-dev-${CUDA_DASH}" "cuda-nvrtc-dev-${CUDA_DASH}" \
+    gcc g++ libnuma1
+rm -rf /var/lib/apt/lists/*
+
+python3.12 -m venv "$VENV"
+"$VENV/bin/python" -m pip install --no-cache-dir --upgrade "pip==25.3"
