@@ -16,6 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from entrypoint.errors import ConfigError
+from entrypoint.model_info import describe_model
+from entrypoint.model_types import ModelDescription, WeightDtype
+
 MIN_TIMEOUT_S = 600
 MAX_TIMEOUT_S = 3600
 DOWNLOAD_BASE_S, DOWNLOAD_BYTES_PER_S = 300, 150e6
@@ -61,11 +65,19 @@ def _text_config(config: dict[str, Any]) -> dict[str, Any]:
     return {**config, **nested} if isinstance(nested, dict) else config
 
 
-def estimate_parameters(config: dict[str, Any]) -> int | None:
-    """Rough parameter count of a decoder (dense or MoE) from config.json; None when keys are missing.
+# Bytes per weight by the checkpoint's weight dtype (entrypoint.model_info's normalised view).
+_BYTES_PER_WEIGHT = {
+    WeightDtype.FP32: 4.0, WeightDtype.BF16: 2.0, WeightDtype.FP16: 2.0, WeightDtype.FP8: 1.0,
+    WeightDtype.INT8: 1.0, WeightDtype.NVFP4: 0.5, WeightDtype.MXFP4: 0.5, WeightDtype.INT4: 0.5,
+}  # fmt: skip
 
-    embeddings (+ untied LM head) + layers × (attention + FFN), the FFN being E experts × 3·H·I
-    (+ shared experts) on MoE layers. Good to ~10%, which is all a timeout needs.
+
+def estimate_parameters(config: dict[str, Any], model: ModelDescription) -> int | None:
+    """Rough parameter count of a decoder (dense, MoE or hybrid) from config.json; None when keys miss.
+
+    embeddings (+ untied LM head) + layers x attention + MoE layers x (routed + shared experts) x 3·H·I
+    + the other layers x a dense 3·H·I MLP. Good to ~10%, which is all a timeout needs; hybrid
+    (Mamba) layers are counted as attention layers.
     """
     c = _text_config(config)
     try:
@@ -76,37 +88,30 @@ def estimate_parameters(config: dict[str, Any]) -> int | None:
     kv_heads = int(c.get("num_key_value_heads") or heads)
     head_dim = int(c.get("head_dim") or hidden // heads)
     attention = 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim
-    experts = c.get("num_local_experts") or c.get("num_experts") or c.get("n_routed_experts")
-    dense_width = int(c.get("intermediate_size") or 4 * hidden)
-    if experts:
-        width = int(c.get("moe_intermediate_size") or dense_width)
-        shared = int(c.get("n_shared_experts") or c.get("num_shared_experts") or 0)
-        ffn = (int(experts) + shared) * 3 * hidden * width + hidden * int(experts)
-        dense_layers = int(c.get("first_k_dense_replace") or 0)
-        body = dense_layers * (attention + 3 * hidden * dense_width) + (layers - dense_layers) * (attention + ffn)
+    dense_mlp = 3 * hidden * int(c.get("intermediate_size") or 4 * hidden)
+    body = layers * attention
+    moe = model.moe
+    if moe is None:
+        body += layers * dense_mlp
     else:
-        body = layers * (attention + 3 * hidden * dense_width)
+        moe_layers = layers if moe.num_moe_layers is None else moe.num_moe_layers
+        experts = moe.num_experts + moe.num_shared_experts
+        body += moe_layers * (experts * 3 * hidden * moe.expert_intermediate_size + hidden * moe.num_experts)
+        body += max(0, layers - moe_layers - str(c.get("hybrid_override_pattern") or "").count("M")) * dense_mlp
     embeddings = vocab * hidden * (1 if c.get("tie_word_embeddings") else 2)
     return body + embeddings
 
 
-def bytes_per_parameter(config: dict[str, Any]) -> float:
-    """1 byte for FP8 checkpoints, else from torch_dtype (2 for bf16/fp16, 4 for fp32)."""
-    quant = _text_config(config).get("quantization_config") or config.get("quantization_config") or {}
-    text = json.dumps(quant).lower()
-    if "fp8" in text or "float8" in text or "float-quantized" in text:
-        return 1.0
-    if "fp4" in text or "int4" in text or "mxfp4" in text:
-        return 0.5
-    dtype = str(_text_config(config).get("torch_dtype") or "bfloat16")
-    return 4.0 if dtype in ("float32", "fp32") else 2.0
-
-
-def size_from_config(config: dict[str, Any]) -> ModelSize:
-    params = estimate_parameters(config)
+def size_from_config(config: dict[str, Any], hf_quant_config: dict[str, Any] | None = None) -> ModelSize:
+    try:
+        model = describe_model(config, hf_quant_config, source="config.json")
+    except ConfigError:
+        return ModelSize(None, "unknown")
+    params = estimate_parameters(config, model)
     if params is None:
         return ModelSize(None, "unknown")
-    return ModelSize(int(params * bytes_per_parameter(config)), "config.json estimate")
+    per_weight = _BYTES_PER_WEIGHT.get(model.quantization.weight_dtype, 2.0)
+    return ModelSize(int(params * per_weight), "config.json estimate")
 
 
 def size_of_local_model(model_dir: Path) -> ModelSize:
@@ -115,5 +120,9 @@ def size_of_local_model(model_dir: Path) -> ModelSize:
         return ModelSize(weights, "local weights")
     config = model_dir / "config.json"
     if config.is_file():
-        return size_from_config(json.loads(config.read_text(encoding="utf-8")))
+        quant = model_dir / "hf_quant_config.json"
+        return size_from_config(
+            json.loads(config.read_text(encoding="utf-8")),
+            json.loads(quant.read_text(encoding="utf-8")) if quant.is_file() else None,
+        )
     return ModelSize(None, "unknown")
