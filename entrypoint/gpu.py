@@ -17,7 +17,7 @@ KNOWN_GPUS: dict[str, tuple[str, tuple[int, int], int]] = {
     "A10G": ("NVIDIA A10G", (8, 6), 23028),
     "L4": ("NVIDIA L4", (8, 9), 23034),
 }
-_SM_PATTERN = re.compile(r"^sm_?(\d)(\d+)$")
+_SM_PATTERN = re.compile(r"^sm_?(\d+)(\d)$")
 
 
 def simulate_gpus(spec: str, count: int | None = None) -> GpuInventory:

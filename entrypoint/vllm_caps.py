@@ -169,8 +169,10 @@ def extract_from_source(vllm_dir: Path, version: str) -> VllmCapabilities:
     arg_utils = ast.parse((vllm_dir / "engine" / "arg_utils.py").read_text())
     literals.update(_module_literals(arg_utils))
     engine_args = _dataclass_fields(arg_utils, ("EngineArgs",), literals)
-    cli_args = vllm_dir / "entrypoints" / "openai" / "cli_args.py"
-    if cli_args.exists():
+    # The serve (frontend) arguments: entrypoints/openai/cli_args.py up to 0.2x, launchers/ later.
+    for cli_args in (vllm_dir / "entrypoints" / d / "cli_args.py" for d in ("openai", "launchers")):
+        if not cli_args.exists():
+            continue
         tree = ast.parse(cli_args.read_text())
         literals.update(_module_literals(tree))
         frontend = _dataclass_fields(tree, ("BaseFrontendArgs", "FrontendArgs"), literals)
