@@ -1,0 +1,342 @@
+"""Command line: ``python -m benchmarks.e2e [run] --models ... --backends ... --conc 1,8,64``.
+
+Subcommands: ``run`` (default) measures; ``estimate`` prints the jobs and the expected time and exits;
+``report --csv FILE`` redraws the markdown table and the PNG from a CSV (e.g. one fetched from the H200);
+``plans`` writes the resolver's decisions for the bundled models to a snapshot, for GPU hosts where the
+resolver's own dependencies are not installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from benchmarks.e2e import backends as be
+from benchmarks.e2e import report, runner, spec
+from benchmarks.e2e.logparse import condense
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+DEFAULT_SNAPSHOT = RESULTS_DIR / "plans.json"
+# Rows known to risk a long hang get a short leash of their own (see docs/e2e-bench.md): Mixtral-8x7B FP8
+# static on FlashInfer CUTLASS (auto picks it too) did not start within 420 s on the offline build.
+DEFAULT_TIMEOUTS = {
+    "mixtral-8x7b-fp8-static:flashinfer_cutlass": 300.0,
+    "mixtral-8x7b-fp8-static:auto": 300.0,
+}
+
+
+@dataclass(frozen=True)
+class RunArgs:
+    models: tuple[str, ...]
+    backends: tuple[str, ...]
+    workloads: tuple[spec.Workload, ...]
+    reps: int
+    budget_s: float
+    job_timeout_s: float
+    timeouts: dict[str, float]
+    warm_restart: tuple[str, ...]
+    layers: int | None
+    compile_mode: str
+    gpu_memory_utilization: float
+    max_num_seqs: int
+    engine_args: dict[str, Any]
+    out_dir: Path
+    work_dir: Path
+    plan_snapshot: Path
+    plan_gpu: str | None
+    dry_run: bool
+
+
+def _timeout_arg(text: str) -> tuple[str, float]:
+    key, sep, value = text.partition("=")
+    if not sep or ":" not in key:
+        raise argparse.ArgumentTypeError(f"--timeout {text!r}: expected MODEL:BACKEND=SECONDS")
+    try:
+        return key, float(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--timeout {text!r}: SECONDS must be a number") from exc
+
+
+def _engine_arg(text: str) -> tuple[str, Any]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"--engine-arg {text!r}: expected KEY=JSON, e.g. enforce_eager=true")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value  # a bare string
+
+
+def run_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.e2e run", description=__doc__)
+    p.add_argument("--models", default=spec.BUNDLED_MODELS[0], help="comma list of bundled names or dirs")
+    p.add_argument("--backends", default="auto,plan,triton,triton_tuned", help=", ".join(be.BACKENDS))
+    p.add_argument("--conc", default="1,8,16,64", help="concurrent requests, comma list")
+    p.add_argument("--input-len", type=int, default=512)
+    p.add_argument("--output-len", type=int, default=256)
+    p.add_argument("--long-input-len", type=int, default=4096, help="long-context row; 0 disables it")
+    p.add_argument("--long-conc", default="1,8", help="concurrencies of the long-context row")
+    p.add_argument("--reps", type=int, default=3, help="repetitions per point (best and median reported)")
+    p.add_argument("--budget-s", type=float, default=540.0, help="stop cleanly and write results by then")
+    p.add_argument("--job-timeout-s", type=float, default=420.0, help="per engine subprocess")
+    p.add_argument("--timeout", type=_timeout_arg, action="append", default=[], help="MODEL:BACKEND=SECONDS")
+    p.add_argument("--warm-restart", default="", help="backends whose warm-cache restart is timed, or 'all'")
+    p.add_argument("--layers", type=int, default=None, help="fewer decoder layers, only if memory forbids")
+    p.add_argument("--compile", dest="compile_mode", choices=("none", "default", "eager"), default="none")
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    p.add_argument("--max-num-seqs", type=int, default=0, help="default: the largest concurrency")
+    p.add_argument("--engine-arg", type=_engine_arg, action="append", default=[], help="KEY=JSON for LLM()")
+    p.add_argument("--out-dir", type=Path, default=RESULTS_DIR)
+    p.add_argument("--work-dir", type=Path, default=Path("/tmp/e2e-bench-work"))
+    p.add_argument("--plan-snapshot", type=Path, default=DEFAULT_SNAPSHOT)
+    p.add_argument("--plan-gpu", default=None, help="gpu= for build_plan; default: detect")
+    p.add_argument("--dry-run", action="store_true", help="print the jobs and the estimate, run nothing")
+    return p
+
+
+def parse_run_args(argv: Sequence[str]) -> RunArgs:
+    parser = run_parser()
+    ns = parser.parse_args(argv)
+    try:
+        conc = spec.parse_int_list(ns.conc, "--conc")
+        long_conc = spec.parse_int_list(ns.long_conc, "--long-conc") if ns.long_input_len > 0 else ()
+        backends = be.parse_backends(ns.backends)
+        models = tuple(m.strip() for m in ns.models.split(",") if m.strip())
+        for m in models:
+            spec.resolve_model_dir(m)
+        for name, value in (("--input-len", ns.input_len), ("--output-len", ns.output_len), ("--reps", ns.reps)):
+            if value <= 0:
+                raise ValueError(f"{name}: {value} must be > 0")
+        if ns.output_len < 2:
+            raise ValueError(f"--output-len: {ns.output_len} must be >= 2 (TPOT needs two tokens)")
+        if ns.layers is not None and ns.layers <= 0:
+            raise ValueError(f"--layers: {ns.layers} must be > 0")
+        warm = be.BACKENDS if ns.warm_restart == "all" else tuple(
+            b.strip() for b in ns.warm_restart.split(",") if b.strip()
+        )  # fmt: skip
+        unknown = [b for b in warm if b not in be.BACKENDS]
+        if unknown:
+            raise ValueError(f"--warm-restart: unknown {unknown}; accepted: {', '.join(be.BACKENDS)} or all")
+        max_conc = max((*conc, *long_conc))
+        if ns.max_num_seqs and ns.max_num_seqs < max_conc:
+            raise ValueError(f"--max-num-seqs: {ns.max_num_seqs} is below the largest concurrency {max_conc}")
+    except ValueError as exc:
+        parser.error(str(exc))
+    workloads = spec.build_workloads(conc, ns.input_len, ns.output_len, ns.long_input_len, long_conc)
+    return RunArgs(
+        models=models,
+        backends=backends,
+        workloads=workloads,
+        reps=ns.reps,
+        budget_s=ns.budget_s,
+        job_timeout_s=ns.job_timeout_s,
+        timeouts={**DEFAULT_TIMEOUTS, **dict(ns.timeout)},
+        warm_restart=warm,
+        layers=ns.layers,
+        compile_mode=ns.compile_mode,
+        gpu_memory_utilization=ns.gpu_memory_utilization,
+        max_num_seqs=ns.max_num_seqs or max_conc,
+        engine_args=dict(ns.engine_arg),
+        out_dir=ns.out_dir,
+        work_dir=ns.work_dir,
+        plan_snapshot=ns.plan_snapshot,
+        plan_gpu=ns.plan_gpu,
+        dry_run=ns.dry_run,
+    )
+
+
+def job_timeout(args: RunArgs, model: str, backend: str) -> float:
+    return args.timeouts.get(f"{model}:{backend}", args.job_timeout_s)
+
+
+@dataclass
+class PlannedJob:
+    model: str
+    model_dir: Path
+    setup: be.EngineSetup
+    shape: spec.MoEShape
+    config: dict[str, Any]
+    estimate_s: float
+
+
+def plan_jobs(args: RunArgs, plan_provider: be.PlanProvider | None) -> list[PlannedJob]:
+    jobs = []
+    for name in args.models:
+        model_dir = spec.resolve_model_dir(name)
+        config = spec.load_config(model_dir)
+        shape = spec.moe_shape(config)
+        label = spec.model_label(model_dir)
+        for setup in be.engine_setups(args.backends, model_dir, shape, plan_provider):
+            est = 0.0
+            if not setup.same_engine_as and not setup.error:
+                est = runner.estimate_start_s(label, setup) + runner.estimate_measure_s(
+                    label, args.workloads, args.reps
+                )
+                if setup.backend in args.warm_restart:
+                    est += 60.0
+            jobs.append(PlannedJob(label, model_dir, setup, shape, config, est))
+    return jobs
+
+
+def print_estimate(jobs: Sequence[PlannedJob], args: RunArgs) -> float:
+    total = sum(j.estimate_s for j in jobs)
+    print(f"e2e plan: {len(args.workloads)} workloads × {args.reps} reps; budget {args.budget_s:.0f} s")
+    for j in jobs:
+        what = f"= {j.setup.same_engine_as} (not run again)" if j.setup.same_engine_as else f"~{j.estimate_s:.0f} s"
+        arg = j.setup.moe_backend or "auto"
+        print(f"  {j.model:32s} {j.setup.backend:19s} moe_backend={arg:19s} {what}  {j.setup.note}")
+    print(f"  expected total ≈ {total:.0f} s ({total / 60:.1f} min)" + (" > budget" if total > args.budget_s else ""))
+    return total
+
+
+def execute(args: RunArgs) -> int:
+    provider, provider_note = be.make_plan_provider(args.plan_snapshot, args.plan_gpu)
+    backends = args.backends
+    if provider is None and "plan" in backends:
+        print(f"e2e: dropping backend 'plan': {provider_note}", file=sys.stderr)
+        backends = tuple(b for b in backends if b != "plan")
+    args = replace(args, backends=backends)
+    jobs = plan_jobs(args, provider)
+    print(f"e2e: plan source: {provider_note}")
+    print_estimate(jobs, args)
+    if args.dry_run:
+        return 0
+
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    args.work_dir.mkdir(parents=True, exist_ok=True)
+    budget = runner.Budget(args.budget_s)
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    rows: list[dict[str, Any]] = []
+    raw: list[dict[str, Any]] = []
+    engines_log = args.out_dir / "engines.log"
+    engines_log.write_text("")
+    for j in jobs:
+        layers_real = spec.num_layers(j.config)
+        layers = args.layers or layers_real
+        if j.setup.same_engine_as:
+            rows += report.copy_rows_for(rows, j.model, j.setup.same_engine_as, j.setup)
+            continue
+        if j.setup.error:
+            result, warm_s = runner.JobResult(status="plan_error", error=j.setup.error), None
+        else:
+            result, warm_s = _run_engine(args, j, budget, layers, engines_log)
+        raw.append({"model": j.model, "backend": j.setup.backend, "setup": _setup_dict(j.setup),
+                    "status": result.status, "start_s": result.start_s, "warm_start_s": warm_s,
+                    "wall_s": result.wall_s, "milestones": result.log.milestones,
+                    "autotuner_ops": list(result.log.autotuner_ops), "error": result.error,
+                    "samples": result.samples})  # fmt: skip
+        rows += report.build_rows(
+            model=j.model, layers=layers, layers_real=layers_real, setup=j.setup, result=result,
+            warm_start_s=warm_s, workloads=args.workloads, compile_mode=args.compile_mode, timestamp=stamp,
+        )  # fmt: skip
+        report.write_outputs(rows, args.out_dir)
+        (args.out_dir / "h200_e2e_raw.json").write_text(json.dumps(raw, indent=1))
+    report.write_outputs(rows, args.out_dir)
+    drew = report.plot(rows, args.out_dir / "h200_e2e.png")
+    print(report.markdown_table(rows))
+    print(f"e2e: wrote {args.out_dir}/h200_e2e.csv, .md, _raw.json, engines.log" + (", .png" if drew else ""))
+    return 0
+
+
+def _setup_dict(setup: be.EngineSetup) -> dict[str, Any]:
+    return {"moe_backend": setup.moe_backend, "env": dict(setup.env), "unset_env": list(setup.unset_env)}
+
+
+def _run_engine(
+    args: RunArgs, j: PlannedJob, budget: runner.Budget, layers: int, engines_log: Path
+) -> tuple[runner.JobResult, float | None]:
+    label, backend = j.model, j.setup.backend
+    start_est = runner.estimate_start_s(label, j.setup)
+    if not budget.allows(start_est + 30):
+        print(f"e2e: {label} {backend}: skipped, {budget.left():.0f} s left < ~{start_est + 30:.0f} s needed")
+        return runner.JobResult(status="skipped_budget", error=f"{budget.left():.0f} s of budget left"), None
+    run_dir = (
+        j.model_dir if layers == spec.num_layers(j.config) else spec.with_layers(j.model_dir, layers, args.work_dir)
+    )
+    cache = args.work_dir / "cache" / label / backend
+    runner.reset_cache(cache)
+    env = runner.engine_env(os.environ, j.setup, cache, {})
+    timeout = max(30.0, min(job_timeout(args, label, backend), budget.left() - 10))
+    max_model_len = max(w.input_len + w.output_len for w in args.workloads) + 16
+    job = {
+        "model_dir": str(run_dir), "engine_kwargs": {**j.setup.engine_kwargs(), **args.engine_args},
+        "workloads": [[w.input_len, w.output_len, w.conc] for w in args.workloads], "reps": args.reps,
+        "start_only": False, "max_num_seqs": args.max_num_seqs, "max_model_len": max_model_len,
+        "compile": args.compile_mode, "gpu_memory_utilization": args.gpu_memory_utilization,
+        "vocab_size": j.config.get("vocab_size", 32000), "soft_deadline": time.time() + timeout - 20,
+        "result_path": str(args.work_dir / f"{label}.{backend}.cold.jsonl"),
+    }  # fmt: skip
+    Path(job["result_path"]).unlink(missing_ok=True)
+    print(f"e2e: {label} {backend}: starting (timeout {timeout:.0f} s, {budget.left():.0f} s of budget left)")
+    result = _one(job, env, timeout, args.work_dir / f"{label}.{backend}.cold.log", engines_log, "cold")
+    print(f"e2e: {label} {backend}: {result.status}, start {result.start_s} s, vLLM ran {result.log.moe_backend}")
+    warm_s = None
+    if backend in args.warm_restart and result.start_s is not None and budget.allows(start_est / 2 + 30):
+        warm_job = {**job, "start_only": True, "result_path": str(args.work_dir / f"{label}.{backend}.warm.jsonl")}
+        Path(warm_job["result_path"]).unlink(missing_ok=True)
+        warm_timeout = max(30.0, min(job_timeout(args, label, backend), budget.left() - 10))
+        warm = _one(warm_job, env, warm_timeout, args.work_dir / f"{label}.{backend}.warm.log", engines_log, "warm")
+        warm_s = warm.start_s
+    return result, warm_s
+
+
+def _one(job: dict[str, Any], env: dict[str, str], timeout: float, log: Path, engines_log: Path, tag: str):
+    status, wall = runner.run_job(job, env, log, timeout)
+    text = log.read_text(errors="replace") if log.is_file() else ""
+    with engines_log.open("a") as f:
+        f.write(f"\n===== {Path(job['result_path']).stem} ({tag}): {status} after {wall:.0f} s =====\n")
+        f.write(condense(text))
+    return runner.collect(status, runner.read_events(Path(job["result_path"])), text, wall)
+
+
+def report_main(argv: Sequence[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.e2e report")
+    p.add_argument("--csv", type=Path, required=True)
+    p.add_argument("--out-dir", type=Path, default=None, help="default: the CSV's folder")
+    ns = p.parse_args(argv)
+    rows = report.read_csv(ns.csv)
+    out = ns.out_dir or ns.csv.parent
+    out.mkdir(parents=True, exist_ok=True)
+    stem = ns.csv.stem
+    report.add_ratios(rows)
+    (out / f"{stem}.md").write_text(report.markdown_table(rows))
+    drew = report.plot(rows, out / f"{stem}.png")
+    print(report.markdown_table(rows))
+    print(f"wrote {out / (stem + '.md')}" + (f" and {out / (stem + '.png')}" if drew else " (no matplotlib: no PNG)"))
+    return 0
+
+
+def plans_main(argv: Sequence[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.e2e plans")
+    p.add_argument("--gpu", default="H200")
+    p.add_argument("--out", type=Path, default=DEFAULT_SNAPSHOT)
+    ns = p.parse_args(argv)
+    plans = {}
+    for name in spec.BUNDLED_MODELS:
+        d = be.plan_from_resolver(spec.resolve_model_dir(name), ns.gpu)
+        plans[name] = {"moe_backend": d.moe_backend, "env": dict(d.env)}
+    ns.out.write_text(json.dumps({"gpu": ns.gpu, "vllm": "0.26.0", "plans": plans}, indent=2) + "\n")
+    print(ns.out.read_text())
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = argv.pop(0) if argv and not argv[0].startswith("-") else "run"
+    if command == "run":
+        return execute(parse_run_args(argv))
+    if command == "estimate":
+        return execute(parse_run_args([*argv, "--dry-run"]))
+    if command == "report":
+        return report_main(argv)
+    if command == "plans":
+        return plans_main(argv)
+    print(f"unknown command {command!r}; accepted: run, estimate, report, plans", file=sys.stderr)
+    return 2

@@ -1,0 +1,74 @@
+"""Read what vLLM said about an engine start: the MoE backend it chose, tuned-config use, start milestones.
+
+The milestones say where a start that never finished got stuck (weights loaded? KV cache sized? FlashInfer
+autotuner running, and on which op? CUDA graphs capturing?) — the question the Mixtral-8x7B FlashInfer
+CUTLASS row raised.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+BACKEND_RE = re.compile(r"Using (\w+) Fp8 MoE backend out of potential backends: \[([^\]]*)\]")
+DEFAULT_CONFIG_RE = re.compile(r"Using default MoE config\. Performance might be sub-optimal!")
+TUNED_CONFIG_RE = re.compile(r"Using configuration from (\S+) for MoE layer")
+AUTOTUNER_OP_RE = re.compile(r"\[AutoTuner\]: Tuning (\S+?):?(?:\s|$)", re.MULTILINE)  # tqdm: "Tuning OP: 40%|"
+
+# In the order vLLM 0.26 reaches them during LLM(...) construction.
+MILESTONES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("weights_loaded", re.compile(r"Loading weights took|Model loading took")),
+    ("memory_profiled", re.compile(r"Memory profiling takes|Available KV cache memory")),
+    ("kv_cache_allocated", re.compile(r"GPU KV cache size")),
+    ("flashinfer_autotune_started", re.compile(r"Using FlashInfer autotune cache file|\[AutoTuner\]: Tuning")),
+    ("flashinfer_autotune_done", re.compile(r"FlashInfer autotune cache loaded|Skipping FlashInfer autotune")),
+    ("cuda_graphs_captured", re.compile(r"Graph capturing finished")),
+    ("engine_ready", re.compile(r"init engine \(profile, create kv cache, warmup model\) took")),
+)
+
+
+@dataclass
+class EngineLog:
+    """Facts pulled from one engine's log."""
+
+    moe_backend: str | None = None  # as vLLM logged it, e.g. "TRITON", "FLASHINFER_CUTLASS"
+    potential_backends: tuple[str, ...] = ()
+    default_moe_config: bool = False  # "Using default MoE config" seen: Triton ran on untuned tiles
+    tuned_config_files: tuple[str, ...] = ()
+    milestones: list[str] = field(default_factory=list)
+    autotuner_ops: tuple[str, ...] = ()
+
+    @property
+    def last_milestone(self) -> str:
+        return self.milestones[-1] if self.milestones else "none"
+
+
+def parse_engine_log(text: str) -> EngineLog:
+    log = EngineLog()
+    backend = BACKEND_RE.search(text)
+    if backend:
+        log.moe_backend = backend.group(1)
+        log.potential_backends = tuple(
+            part.strip().strip("'\"") for part in backend.group(2).split(",") if part.strip()
+        )
+    log.default_moe_config = DEFAULT_CONFIG_RE.search(text) is not None
+    log.tuned_config_files = tuple(dict.fromkeys(TUNED_CONFIG_RE.findall(text)))
+    log.autotuner_ops = tuple(dict.fromkeys(AUTOTUNER_OP_RE.findall(text)))
+    log.milestones = [name for name, pattern in MILESTONES if pattern.search(text)]
+    return log
+
+
+_KEEP_RE = re.compile(
+    r"Fp8 MoE backend|MoE config|configuration from|AutoTuner|autotune|Traceback|Error|error:|"
+    r"Thread 0x|File \"|took|KV cache|Capturing|pruned|Timeout|timed out",
+)
+
+
+def condense(text: str, head: int = 30, tail: int = 120, max_middle: int = 200) -> str:
+    """Keep a log small enough to bring back: its head, its tail, and the informative lines between."""
+    lines = text.splitlines()
+    if len(lines) <= head + tail:
+        return text
+    middle = [line for line in lines[head:-tail] if _KEEP_RE.search(line)][-max_middle:]
+    dropped = len(lines) - head - tail - len(middle)
+    return "\n".join([*lines[:head], f"[... {dropped} lines dropped ...]", *middle, *lines[-tail:]]) + "\n"

@@ -1,0 +1,228 @@
+"""Rows → CSV, markdown table and PNG plot. Every row carries versions, GPU and its own status."""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.e2e.backends import EngineSetup
+from benchmarks.e2e.runner import JobResult
+from benchmarks.e2e.spec import Workload
+from benchmarks.e2e.stats import RequestTiming, Sample, aggregate, ratio, summarize_batch, verdict
+
+CSV_COLUMNS: tuple[str, ...] = (
+    "model", "layers", "layers_real", "backend", "same_engine_as", "moe_backend_arg", "moe_backend_logged",
+    "default_moe_config", "tuned_config", "input_len", "output_len", "conc", "reps",
+    "decode_tps_best", "decode_tps_median", "output_tps_best", "output_tps_median",
+    "ttft_ms_best", "ttft_ms_median", "tpot_ms_best", "tpot_ms_median", "spread_pct",
+    "ratio_vs_auto", "verdict_vs_auto", "engine_start_cold_s", "engine_start_warm_s", "status", "error",
+    "note", "compile", "vllm", "torch", "triton", "flashinfer", "gpu", "timestamp",
+)  # fmt: skip
+
+_FLOAT_COLUMNS = {
+    "decode_tps_best", "decode_tps_median", "output_tps_best", "output_tps_median", "ttft_ms_best",
+    "ttft_ms_median", "tpot_ms_best", "tpot_ms_median", "spread_pct", "ratio_vs_auto",
+    "engine_start_cold_s", "engine_start_warm_s",
+}  # fmt: skip
+_INT_COLUMNS = {"layers", "layers_real", "input_len", "output_len", "conc", "reps"}
+
+
+def sample_from_event(event: dict[str, Any]) -> Sample:
+    """One worker 'sample' event → Sample; without per-request metrics only output tok/s is known."""
+    requests = event.get("requests")
+    if requests:
+        return summarize_batch([RequestTiming(**r) for r in requests], event["wall_s"])
+    nan = float("nan")
+    return Sample(output_tps=event["output_tokens"] / event["wall_s"], decode_tps=nan, ttft_ms=nan, tpot_ms=nan)
+
+
+def build_rows(
+    *,
+    model: str,
+    layers: int,
+    layers_real: int,
+    setup: EngineSetup,
+    result: JobResult,
+    warm_start_s: float | None,
+    workloads: Sequence[Workload],
+    compile_mode: str,
+    timestamp: str,
+) -> list[dict[str, Any]]:
+    rows = []
+    for w in workloads:
+        events = [
+            s
+            for s in result.samples
+            if (s["input_len"], s["output_len"], s["conc"]) == (w.input_len, w.output_len, w.conc)
+        ]
+        row: dict[str, Any] = {
+            "model": model,
+            "layers": layers,
+            "layers_real": layers_real,
+            "backend": setup.backend,
+            "same_engine_as": setup.same_engine_as or "",
+            "moe_backend_arg": setup.moe_backend or "",
+            "moe_backend_logged": result.log.moe_backend or "",
+            "default_moe_config": result.log.default_moe_config,
+            "tuned_config": ";".join(Path(f).name for f in result.log.tuned_config_files),
+            "input_len": w.input_len,
+            "output_len": w.output_len,
+            "conc": w.conc,
+            "engine_start_cold_s": result.start_s,
+            "engine_start_warm_s": warm_start_s,
+            "status": result.status if events or result.status != "ok" else "no_samples",
+            "error": result.error,
+            "note": setup.note,
+            "compile": compile_mode,
+            "timestamp": timestamp,
+            **{k: result.versions.get(k, "") for k in ("vllm", "torch", "triton", "flashinfer", "gpu")},
+        }
+        if events:
+            agg = aggregate([sample_from_event(e) for e in events])
+            row.update({k: v for k, v in vars(agg).items()})
+        rows.append(row)
+    return rows
+
+
+def copy_rows_for(rows: Iterable[dict[str, Any]], model: str, source: str, setup: EngineSetup) -> list[dict[str, Any]]:
+    """A backend whose engine equals another's gets that engine's numbers, marked as such."""
+    return [
+        {**r, "backend": setup.backend, "same_engine_as": source, "note": setup.note}
+        for r in rows
+        if r["model"] == model and r["backend"] == source
+    ]
+
+
+def _key(row: dict[str, Any]) -> tuple[Any, ...]:
+    return (row["model"], row["input_len"], row["output_len"], row["conc"])
+
+
+def _num(value: Any) -> float | None:
+    if value in (None, ""):
+        return None
+    f = float(value)
+    return None if math.isnan(f) else f
+
+
+def add_ratios(rows: list[dict[str, Any]]) -> None:
+    """ratio_vs_auto = decode tok/s (best) / auto's on the same model and workload; verdict vs spread."""
+    auto = {_key(r): r for r in rows if r["backend"] == "auto"}
+    for r in rows:
+        base = auto.get(_key(r))
+        value = ratio(_num(r.get("decode_tps_best")), _num(base.get("decode_tps_best")) if base else None)
+        r["ratio_vs_auto"] = value
+        r["verdict_vs_auto"] = (
+            verdict(value, _num(r.get("spread_pct")) or 0.0, _num(base.get("spread_pct")) or 0.0)
+            if base and r["backend"] != "auto"
+            else ""
+        )
+
+
+def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: _fmt_csv(r.get(k)) for k in CSV_COLUMNS})
+
+
+def _fmt_csv(value: Any) -> Any:
+    if isinstance(value, float):
+        return "" if math.isnan(value) else f"{value:.6g}"
+    return "" if value is None else value
+
+
+def read_csv(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    with path.open(newline="") as f:
+        for raw in csv.DictReader(f):
+            row: dict[str, Any] = dict(raw)
+            for k in _FLOAT_COLUMNS:
+                row[k] = _num(row.get(k))
+            for k in _INT_COLUMNS:
+                row[k] = int(row[k]) if row.get(k) not in (None, "") else None
+            row["default_moe_config"] = row.get("default_moe_config") == "True"
+            rows.append(row)
+    return rows
+
+
+def _f(value: Any, digits: int = 1) -> str:
+    v = _num(value)
+    return "–" if v is None else f"{v:.{digits}f}"
+
+
+def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
+    header = (
+        "| model | backend (vLLM ran) | in/out | conc | decode tok/s best (median) | vs auto | output tok/s best "
+        "| TTFT ms | TPOT ms | spread % | start cold / warm s | status |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+    )
+    lines = []
+    for r in rows:
+        ran = r.get("moe_backend_logged") or "?"
+        if r.get("default_moe_config"):
+            ran += ", default tiles"
+        backend = f"{r['backend']} ({ran})" + (f" = {r['same_engine_as']}" if r.get("same_engine_as") else "")
+        vs = _f(r.get("ratio_vs_auto"), 3) + (f" {r['verdict_vs_auto']}" if r.get("verdict_vs_auto") else "")
+        model = r["model"] + (
+            f" [L={r['layers']}/{r['layers_real']}]" if r.get("layers") != r.get("layers_real") else ""
+        )
+        lines.append(
+            f"| {model} | {backend} | {r['input_len']}/{r['output_len']} | {r['conc']} "
+            f"| {_f(r.get('decode_tps_best'))} ({_f(r.get('decode_tps_median'))}) | {vs} "
+            f"| {_f(r.get('output_tps_best'))} | {_f(r.get('ttft_ms_median'))} | {_f(r.get('tpot_ms_median'), 2)} "
+            f"| {_f(r.get('spread_pct'))} "
+            f"| {_f(r.get('engine_start_cold_s'), 0)} / {_f(r.get('engine_start_warm_s'), 0)} "
+            f"| {r['status']} |"
+        )
+    envs = sorted(
+        {f"vLLM {r['vllm']}, torch {r['torch']}, Triton {r['triton']}, FlashInfer {r['flashinfer']}, {r['gpu']}"
+         for r in rows if r.get("vllm")}
+    )  # fmt: skip
+    footer = "\n" + "\n".join(f"Environment: {e}." for e in envs) + "\n" if envs else "\n"
+    return header + "\n".join(lines) + "\n" + footer
+
+
+def plot(rows: Sequence[dict[str, Any]], path: Path) -> bool:
+    """Decode tok/s ratio vs auto over concurrency, one panel per model; False when matplotlib is absent."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    if not models:
+        return False
+    fig, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 4), squeeze=False)
+    for ax, model in zip(axes[0], models, strict=True):
+        mine = [r for r in rows if r["model"] == model and _num(r.get("ratio_vs_auto")) is not None]
+        if mine:
+            short_in = min(r["input_len"] for r in mine)
+            for backend in dict.fromkeys(r["backend"] for r in mine if r["backend"] != "auto"):
+                pts = sorted((r["conc"], r["ratio_vs_auto"]) for r in mine
+                             if r["backend"] == backend and r["input_len"] == short_in)  # fmt: skip
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=backend)
+            ax.set_title(f"{model} ({short_in} in)", fontsize=9)
+        ax.axhline(1.0, color="grey", linewidth=1)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("concurrent requests")
+        ax.set_ylabel("decode tok/s ÷ vLLM auto (best of reps)")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def write_outputs(rows: list[dict[str, Any]], out_dir: Path, stem: str = "h200_e2e") -> list[Path]:
+    add_ratios(rows)
+    written = [out_dir / f"{stem}.csv", out_dir / f"{stem}.md"]
+    write_csv(rows, written[0])
+    written[1].write_text(markdown_table(rows))
+    return written

@@ -1,0 +1,169 @@
+"""Run the engines: one worker subprocess per (model, backend), each under its own timeout and the budget.
+
+Per engine: a cold start (empty Triton and vLLM caches: Triton JIT, FlashInfer autotune and torch.compile
+all start from nothing) that is also measured, then optionally a warm restart on the same caches that only
+times the start. A job past its timeout gets SIGUSR1 (stack dump into its log), then SIGKILL for its whole
+process group, and the run goes on with the next job; rows it never reached say `skipped_budget`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.e2e.backends import REPO_ROOT, EngineSetup
+from benchmarks.e2e.logparse import EngineLog, parse_engine_log
+from benchmarks.e2e.spec import Workload
+
+SITE_DIR = Path(__file__).resolve().parent / "_site"
+
+# Seconds, seen on the H200 with vLLM 0.26 (offline-vllm README): cold engine starts incl. ~20 s import.
+_START_ESTIMATE = {"triton": 155.0, "flashinfer_cutlass": 65.0, "auto": 65.0}
+_MODEL_WEIGHT = {"mixtral": 2.5, "nemotron": 1.3}  # decode cost relative to Qwen3-30B-A3B (active params)
+
+
+@dataclass
+class JobResult:
+    status: str  # ok | timeout | failed | skipped_budget | truncated
+    start_s: float | None = None
+    import_s: float | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+    samples: list[dict[str, Any]] = field(default_factory=list)
+    log: EngineLog = field(default_factory=EngineLog)
+    error: str = ""
+    wall_s: float = 0.0
+
+
+def model_weight(label: str) -> float:
+    return next((w for key, w in _MODEL_WEIGHT.items() if key in label), 1.0)
+
+
+def estimate_start_s(label: str, setup: EngineSetup) -> float:
+    kind = "triton" if setup.moe_backend == "triton" else (setup.moe_backend or "auto")
+    base = _START_ESTIMATE.get(kind, 120.0)
+    return base * (1.2 if "mixtral" in label else 1.0)
+
+
+def estimate_measure_s(label: str, workloads: Sequence[Workload], reps: int) -> float:
+    """Rough: prefill at 20k tok/s, decode step 7 ms + 0.1 ms per sequence, scaled by model size."""
+    total = 0.0
+    for w in workloads:
+        prefill = w.input_len * w.conc / 20000
+        decode = w.output_len * (0.007 + 0.0001 * w.conc)
+        total += (reps + 0.3) * (prefill + decode) * model_weight(label)
+    return total + 5.0
+
+
+def run_job(
+    job: dict[str, Any],
+    env: Mapping[str, str],
+    log_path: Path,
+    timeout_s: float,
+    python: str = sys.executable,
+) -> tuple[str, float]:
+    """Start the worker in its own session; returns (ok|failed|timeout, wall seconds)."""
+    job_path = Path(job["result_path"]).with_suffix(".job.json")
+    job_path.write_text(json.dumps(job, indent=2))
+    t0 = time.monotonic()
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(
+            [python, "-m", "benchmarks.e2e.worker", str(job_path)],
+            cwd=REPO_ROOT,
+            env=dict(env),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: the engine core dies with it
+        )
+        try:
+            rc = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            return "timeout", time.monotonic() - t0
+    return ("ok" if rc == 0 else "failed"), time.monotonic() - t0
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGUSR1)  # faulthandler: every thread's stack into the log
+        time.sleep(5)
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    events = []
+    for line in path.read_text().splitlines():
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # a line cut by SIGKILL
+    return events
+
+
+def collect(status: str, events: list[dict[str, Any]], log_text: str, wall_s: float) -> JobResult:
+    result = JobResult(status=status, log=parse_engine_log(log_text), wall_s=wall_s)
+    for ev in events:
+        kind = ev.get("event")
+        if kind == "versions":
+            result.import_s = ev.get("import_s")
+            result.versions = {k: str(ev[k]) for k in ("vllm", "torch", "triton", "flashinfer", "gpu") if k in ev}
+        elif kind == "engine_started":
+            result.start_s = ev["start_s"]
+        elif kind == "sample":
+            result.samples.append(ev)
+        elif kind == "error":
+            result.error = ev.get("error", "")
+        elif kind == "done" and ev.get("truncated") and status == "ok":
+            result.status = "truncated"
+    if status != "ok" and not result.error:
+        tail = [line for line in log_text.splitlines() if line.strip()][-1:] or [""]
+        result.error = f"{status}; last milestone: {result.log.last_milestone}; last line: {tail[0][:300]}"
+    return result
+
+
+def engine_env(
+    base: Mapping[str, str], setup: EngineSetup, cache_dir: Path, extra: Mapping[str, str]
+) -> dict[str, str]:
+    env = {k: v for k, v in base.items() if k not in setup.unset_env}
+    env.update(setup.env)
+    env.update(extra)
+    env["TRITON_CACHE_DIR"] = str(cache_dir / "triton")
+    env["VLLM_CACHE_ROOT"] = str(cache_dir / "vllm")  # torch.compile and FlashInfer autotune caches
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SITE_DIR), str(REPO_ROOT), base.get("PYTHONPATH")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("VLLM_NO_USAGE_STATS", "1")
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    return env
+
+
+def reset_cache(cache_dir: Path) -> None:
+    if cache_dir.exists():
+        shutil.rmtree(cache_dir)
+    cache_dir.mkdir(parents=True)
+
+
+class Budget:
+    """Wall-clock budget for the whole run; `clock` is injectable for tests."""
+
+    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._end = clock() + seconds
+
+    def left(self) -> float:
+        return self._end - self._clock()
+
+    def allows(self, needed_s: float) -> bool:
+        return self.left() >= needed_s
