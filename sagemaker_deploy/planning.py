@@ -10,7 +10,20 @@ from pathlib import Path
 from typing import Any
 
 from entrypoint.plan import Plan
+from entrypoint.settings import DEFAULT_PROPERTIES_ENV, DEFAULT_PROPERTIES_PATH
 from sagemaker_deploy.instances import accelerators_for
+
+# The vLLM the image pins (Dockerfile ARG VLLM_VERSION; tests/test_dockerfile.py keeps them equal):
+# the plan is for the container, not for whatever vLLM this machine has installed.
+IMAGE_VLLM_VERSION = "0.26.0"
+
+
+def image_default_properties() -> Path | None:
+    """The serving.properties the image falls back to: the image's copy, else the repository's."""
+    for candidate in (Path(DEFAULT_PROPERTIES_PATH), Path(__file__).resolve().parents[1] / "serving.properties"):
+        if candidate.is_file():
+            return candidate
+    return None
 
 
 def plan_for_instance(
@@ -19,21 +32,23 @@ def plan_for_instance(
     model: str | None,
     properties: Path | None,
     environ: dict[str, str] | None = None,
+    vllm_version: str = IMAGE_VLLM_VERSION,
 ) -> Plan:
     """The resolver's Plan on `instance_type`; ConfigError when the container would refuse it.
 
     `environ` defaults to empty, not os.environ: the endpoint's environment is what deploy sends,
-    not the environment of the machine running this tool.
+    not the environment of the machine running this tool. Like the container, the plan falls back
+    to the image's default serving.properties when neither --properties nor the model has one.
     """
     from entrypoint.planning import build_plan  # the resolver pipeline (heavy imports kept lazy)
 
     gpus = accelerators_for(instance_type)
+    env = dict(environ or {})
+    default = image_default_properties()
+    if default is not None:
+        env.setdefault(DEFAULT_PROPERTIES_ENV, str(default))
     return build_plan(
-        model=model,
-        properties=properties,
-        gpu=gpus.gpu,
-        num_gpus=gpus.count,
-        environ={} if environ is None else environ,
+        model=model, properties=properties, gpu=gpus.gpu, num_gpus=gpus.count, vllm_version=vllm_version, environ=env
     )
 
 
