@@ -1,0 +1,101 @@
+"""`python -m entrypoint serve`: resolve the plan, fetch a remote model, then become vLLM.
+
+The process ends in `os.execvpe`, so vLLM's API server *is* the container's main process: SIGTERM
+from `docker stop` / SageMaker reaches it directly, and when the engine dies the server exits
+non-zero and the container with it (no supervisor; docs/serving.md says why). The vLLM CLI is run
+as a module (`python -m vllm.entrypoints.cli.main serve ...`, present in vLLM 0.26 and 0.32), so no
+console script on PATH is needed — the CPU build's `vllm` script needs a metadata fix-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import logging
+import os
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import NoReturn
+
+from entrypoint.plan import Plan
+
+log = logging.getLogger("entrypoint.serve")
+
+VLLM_CLI = ("-m", "vllm.entrypoints.cli.main", "serve")
+# Where an s3:// model is synchronised before vLLM starts; resumable across restarts of the
+# container as long as the directory survives (mount a volume there to keep it).
+DOWNLOAD_DIR_ENV = "MOE_SERVING_DOWNLOAD_DIR"
+DEFAULT_DOWNLOAD_DIR = "/tmp/moe-serving/models"
+
+
+def vllm_command(plan: Plan, python: str = sys.executable) -> list[str]:
+    """The argv that runs `vllm serve` with the plan's arguments: a list, never a shell string."""
+    return [python, *VLLM_CLI, *plan.vllm_args]
+
+
+def vllm_environment(plan: Plan, environ: Mapping[str, str]) -> dict[str, str]:
+    """The server's environment: ours, plus the plan's (the plan wins: it is what was resolved)."""
+    return {**environ, **plan.env}
+
+
+def download_dir_for(model: str, environ: Mapping[str, str]) -> Path:
+    """A stable local directory per remote URI, so a restart resumes instead of starting over."""
+    root = Path(environ.get(DOWNLOAD_DIR_ENV) or DEFAULT_DOWNLOAD_DIR)
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", model.removeprefix("s3://")).strip("_")[:80]
+    digest = hashlib.sha256(model.encode()).hexdigest()[:12]
+    return root / f"{readable}-{digest}"
+
+
+def with_model(plan: Plan, local: str) -> Plan:
+    """The plan with its model argument (first element of vllm_args) replaced by a local path."""
+    args = list(plan.vllm_args)
+    if not args or args[0] != plan.model:
+        raise ValueError(f"plan.vllm_args does not start with the model {plan.model!r}: {args[:1]}")
+    args[0] = local
+    return plan.model_copy(update={"model": local, "vllm_args": tuple(args), "fetch_model": False})
+
+
+def plan_log_lines(plan: Plan) -> list[str]:
+    """The few lines the startup log gives the plan: what runs, on what, and why."""
+    gpu = plan.gpu or {}
+    lines = [
+        f"model: {plan.model}",
+        f"engine: vLLM {plan.vllm_version} on {gpu.get('count', 0)} x {gpu.get('name', 'cpu')}",
+        f"MoE backend: {plan.moe_backend} (source: {plan.moe_backend_source}; "
+        f"runs: {plan.effective_moe_backend or 'dense model'}; kernels: {plan.moe_kernel})",
+    ]
+    lines += [f"reason: {reason}" for reason in plan.reasons]
+    lines += [f"ignored: {item}" for item in plan.ignored_options]
+    if plan.env:
+        lines.append("env: " + " ".join(f"{k}={v}" for k, v in sorted(plan.env.items())))
+    lines.append("exec: vllm serve " + " ".join(plan.vllm_args))
+    return lines
+
+
+def fetch_if_remote(plan: Plan, environ: Mapping[str, str]) -> Plan:
+    if not plan.fetch_model:
+        return plan
+    from entrypoint.model_source import download_model
+
+    dest = download_dir_for(plan.model, environ)
+    log.info("fetching %s into %s (resumes a partial download)", plan.model, dest)
+    local = download_model(plan.model, dest, environ=environ)
+    return with_model(plan, str(local))
+
+
+def serve_main(ns: argparse.Namespace) -> NoReturn:
+    """Resolve, fetch, log the plan, and exec vLLM. ConfigError propagates (the CLI exits 2)."""
+    from entrypoint.planning import build_plan
+
+    plan = build_plan(model=ns.model, properties=ns.properties, host=ns.host, port=ns.port)
+    plan = fetch_if_remote(plan, os.environ)
+    for line in plan_log_lines(plan):
+        log.info("%s", line)
+    argv = vllm_command(plan)
+    env = vllm_environment(plan, os.environ)
+    # exec replaces this process: anything still buffered would be lost.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execvpe(argv[0], argv, env)
