@@ -26,6 +26,7 @@ BLOCK_M = 16
 SCAN_BLOCK = 1024
 # Programs we want per launch per SM: enough loads in flight to stream weights at full bandwidth.
 PROGRAMS_PER_SM = 3
+ACTIVATIONS = {"silu": True, "relu2": False}  # name → gated
 MAX_SPLIT_K = 8  # GEMM2's prologue re-reads every split's partials: keep that traffic bounded
 
 
@@ -97,15 +98,17 @@ def _scale_mode(
     )
 
 
-def _validate(hidden, w13, w2, topk_weights, topk_ids, a13_scale, a2_scale, block_shape) -> None:
+def _validate(hidden, w13, w2, topk_weights, topk_ids, a13_scale, a2_scale, block_shape, gated) -> None:
     if hidden.dim() != 2 or hidden.dtype not in FLOAT_DTYPES:
         raise ValueError(f"hidden must be (T, H) bf16/fp16/fp32, got {_shape(hidden)}")
     t, h = hidden.shape
-    if w13.dim() != 3 or w13.dtype != FP8_DTYPE or w13.shape[2] != h or w13.shape[1] % 2:
-        raise ValueError(f"w13 must be (E, 2I, H={h}) float8_e4m3fn, got {_shape(w13)}")
-    e, two_i, _ = w13.shape
-    if tuple(w2.shape) != (e, h, two_i // 2) or w2.dtype != FP8_DTYPE:
-        raise ValueError(f"w2 must be (E, H, I)=({e}, {h}, {two_i // 2}) float8_e4m3fn, got {_shape(w2)}")
+    n1 = "2I" if gated else "I"
+    if w13.dim() != 3 or w13.dtype != FP8_DTYPE or w13.shape[2] != h or (gated and w13.shape[1] % 2):
+        raise ValueError(f"w13 must be (E, {n1}, H={h}) float8_e4m3fn, got {_shape(w13)}")
+    e, rows, _ = w13.shape
+    inter = rows // 2 if gated else rows
+    if tuple(w2.shape) != (e, h, inter) or w2.dtype != FP8_DTYPE:
+        raise ValueError(f"w2 must be (E, H, I)=({e}, {h}, {inter}) float8_e4m3fn, got {_shape(w2)}")
     if topk_ids.dim() != 2 or topk_ids.shape[0] != t or topk_ids.dtype not in (torch.int32, torch.int64):
         raise ValueError(f"topk_ids must be (T={t}, k) int32/int64, got {_shape(topk_ids)}")
     if tuple(topk_weights.shape) != tuple(topk_ids.shape) or not topk_weights.dtype.is_floating_point:
@@ -136,6 +139,8 @@ def fused_moe_fp8(
     a13_scale: torch.Tensor | None = None,
     a2_scale: torch.Tensor | None = None,
     block_shape: tuple[int, int] | list[int] | None = None,
+    activation: str = "silu",
+    out: torch.Tensor | None = None,
     config: MoEKernelConfig | None = None,
 ) -> torch.Tensor:
     """FP8 (w8a8) mixture-of-experts layer: Σ_k topk_weights · W2[e] · SiLU(W1[e]·x) ⊙ (W3[e]·x).
@@ -145,13 +150,18 @@ def fused_moe_fp8(
     Weight scales (float32): per-tensor (E,), per-channel (E, 2I) / (E, H), or with
     block_shape=[B, B] (E, ⌈2I/B⌉, ⌈H/B⌉) / (E, ⌈H/B⌉, ⌈I/B⌉). Activation scales: (1,) float32 static,
     or None for dynamic (one scale per token row; per token and B-wide K group with block scales).
-    Returns (T, H) in hidden's dtype. Expert ids are not range-checked on the device.
+    activation "silu" (gated, as above) or "relu2" (non-gated relu(W1·x)², w13 is (E, I, H): Nemotron-3).
+    Returns (T, H) in hidden's dtype, written into `out` when given (T, H) of that dtype. Expert ids
+    are not range-checked on the device.
     """
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+    gated = ACTIVATIONS[activation]
     block = tuple(int(b) for b in block_shape) if block_shape is not None else None
-    _validate(hidden, w13, w2, topk_weights, topk_ids, a13_scale, a2_scale, block)
+    _validate(hidden, w13, w2, topk_weights, topk_ids, a13_scale, a2_scale, block, gated)
     t, h = hidden.shape
     e, two_i, _ = w13.shape
-    inter = two_i // 2
+    inter = two_i // 2 if gated else two_i
     top_k = topk_ids.shape[1]
     mode1, s13 = _scale_mode("w13_scale", w13_scale, e, two_i, h, block)
     mode2, s2 = _scale_mode("w2_scale", w2_scale, e, h, inter, block)
@@ -168,12 +178,15 @@ def fused_moe_fp8(
     num_pairs = t * top_k
     ids = topk_ids.reshape(-1).to(torch.int32)
     weights = topk_weights.reshape(-1).to(torch.float32)
-    out = torch.empty_like(hidden)
+    if out is None:
+        out = torch.empty_like(hidden)
+    elif out.shape != hidden.shape or out.dtype != hidden.dtype or out.stride(1) != 1:
+        raise ValueError(f"out must be {_shape(hidden)} contiguous in H, got {_shape(out)}")
     if t == 0:
         return out
     k_per_split = triton.cdiv(triton.cdiv(h, cfg.split_k), cfg.block_k) * cfg.block_k
     split = triton.cdiv(h, k_per_split)
-    partials = torch.empty((split, num_pairs, two_i), dtype=torch.float32, device=dev)
+    partials = torch.empty((split, num_pairs, two_i), dtype=torch.float32, device=dev)  # two_i = N1
     if cfg.pair_mode:
         pair_list = count = ids  # unused in PAIR mode
     else:
@@ -190,7 +203,7 @@ def fused_moe_fp8(
         hidden, w13, s13, a13, ids, pair_list, count, partials,
         num_pairs, h, inter, k_per_split, hidden.stride(0), w13.stride(0), w13.stride(1),
         s13.stride(0), s13.stride(1), s13.stride(2),
-        TOPK=top_k, A_STATIC=a13_scale is not None, PAIR_MODE=cfg.pair_mode, SCAN_BLOCK=SCAN_BLOCK,
+        TOPK=top_k, A_STATIC=a13_scale is not None, PAIR_MODE=cfg.pair_mode, GATED=gated, SCAN_BLOCK=SCAN_BLOCK,
         BLOCK_N=cfg.block_n1, **common, **launch,
     )  # fmt: skip
     pair_out = out if cfg.pair_mode else torch.empty((num_pairs, h), dtype=torch.float32, device=dev)
@@ -198,7 +211,7 @@ def fused_moe_fp8(
     K.moe_gemm2_kernel[(rows2, triton.cdiv(h, cfg.block_n2))](
         partials, w2, s2, a2, ids, weights, pair_list, count, pair_out,
         num_pairs, h, inter, w2.stride(0), w2.stride(1), s2.stride(0), s2.stride(1), s2.stride(2), out.stride(0),
-        TOPK=top_k, A_STATIC=a2_scale is not None, SPLIT=split, PAIR_MODE=cfg.pair_mode,
+        TOPK=top_k, A_STATIC=a2_scale is not None, SPLIT=split, PAIR_MODE=cfg.pair_mode, GATED=gated,
         BLOCK_N=cfg.block_n2, **common, **launch,
     )  # fmt: skip
     if not cfg.pair_mode:

@@ -3,8 +3,8 @@
 Data flow (P = T·k token-slot pairs, I = expert width, H = hidden size):
 
     x (T, H) ─ GEMM1: per row quantise x to fp8 (prologue), W13[e] · xᵀ, split over K ─▶
-    partials (S, P, 2I) fp32  [gate | up, not yet activated]
-    ─ GEMM2: prologue sums the S partials, SiLU(gate)·up, quantises to fp8; W2[e] · actᵀ ─▶
+    partials (S, P, N1) fp32  [gate | up (N1 = 2I), or one matrix (N1 = I) for relu² models]
+    ─ GEMM2: prologue sums the S partials, SiLU(gate)·up or relu², quantises to fp8; W2[e] · actᵀ ─▶
        PAIR mode: loops over the token's k slots and writes out (T, H) weighted  [2 launches]
        SCAN mode: writes weighted per-pair rows (P, H) fp32 ─ moe_sum_kernel ─▶ out  [3 launches]
 
@@ -35,12 +35,15 @@ MIN_SCALE = 1e-12
 
 
 @triton.jit
-def _a_tile(a_ptr, rows, rmask, offs_k, K, stride_am, split_stride, inter, SPLIT: tl.constexpr, ACT: tl.constexpr):
+def _a_tile(
+    a_ptr, rows, rmask, offs_k, K, stride_am, split_stride, inter, SPLIT: tl.constexpr, ACT: tl.constexpr,
+    GATED: tl.constexpr,
+):  # fmt: skip
     """(BLOCK_M, BLOCK_K) float32 activation tile; masked rows/columns are 0.
 
     ACT=False: a_ptr is x (T, H) 16/32-bit and rows are token ids.
-    ACT=True: a_ptr is the GEMM1 partials (SPLIT, P, 2I) fp32 and rows are pair ids: sum the splits,
-    then SiLU(gate)·up."""
+    ACT=True: a_ptr is the GEMM1 partials (SPLIT, P, N1) fp32 and rows are pair ids: sum the splits,
+    then SiLU(gate)·up (GATED, N1 = 2I) or relu(x)² (N1 = I, Nemotron-3)."""
     m = rmask[:, None] & (offs_k[None, :] < K)
     if ACT:
         g = tl.zeros(m.shape, tl.float32)
@@ -48,8 +51,13 @@ def _a_tile(a_ptr, rows, rmask, offs_k, K, stride_am, split_stride, inter, SPLIT
         for s in tl.static_range(SPLIT):
             p = a_ptr + s * split_stride + rows[:, None].to(tl.int64) * stride_am + offs_k[None, :]
             g += tl.load(p, mask=m, other=0.0)
-            u += tl.load(p + inter, mask=m, other=0.0)
-        return g / (1.0 + tl.exp(-g)) * u
+            if GATED:
+                u += tl.load(p + inter, mask=m, other=0.0)
+        if GATED:
+            return g / (1.0 + tl.exp(-g)) * u
+        else:
+            r = tl.maximum(g, 0.0)
+            return r * r
     else:
         p = a_ptr + rows[:, None].to(tl.int64) * stride_am + offs_k[None, :]
         return tl.load(p, mask=m, other=0.0).to(tl.float32)
@@ -79,6 +87,7 @@ def _expert_gemm(
     GROUP: tl.constexpr,
     SPLIT: tl.constexpr,
     ACT: tl.constexpr,
+    GATED: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -90,7 +99,9 @@ def _expert_gemm(
         # dynamic per-row scale over the whole K (not only this split): all splits agree on it
         amax = tl.zeros((BLOCK_M,), tl.float32)
         for k0 in range(0, K, BLOCK_K):
-            a = _a_tile(a_ptr, rows, rmask, k0 + tl.arange(0, BLOCK_K), K, stride_am, split_stride, inter, SPLIT, ACT)
+            a = _a_tile(
+                a_ptr, rows, rmask, k0 + tl.arange(0, BLOCK_K), K, stride_am, split_stride, inter, SPLIT, ACT, GATED
+            )
             amax = tl.maximum(amax, tl.max(tl.abs(a), axis=1))
         a_s = tl.maximum(amax / FP8_MAX, MIN_SCALE)
     else:
@@ -98,7 +109,7 @@ def _expert_gemm(
     acc = tl.zeros((BLOCK_N, BLOCK_M), tl.float32)
     for k0 in range(k_begin, k_end, BLOCK_K):
         offs_k = k0 + tl.arange(0, BLOCK_K)
-        a = _a_tile(a_ptr, rows, rmask, offs_k, K, stride_am, split_stride, inter, SPLIT, ACT)
+        a = _a_tile(a_ptr, rows, rmask, offs_k, K, stride_am, split_stride, inter, SPLIT, ACT, GATED)
         if W_SCALE == 2 and not A_STATIC:
             a_s = tl.maximum(tl.max(tl.abs(a), axis=1) / FP8_MAX, MIN_SCALE)
         a_q = tl.clamp(a / a_s[:, None], -FP8_MAX, FP8_MAX).to(tl.float8e4nv)
@@ -124,13 +135,13 @@ def _expert_gemm(
 @triton.jit
 def moe_gemm1_kernel(
     x_ptr,  # (T, H) bf16/fp16/fp32 hidden states
-    w_ptr,  # (E, 2I, H) float8_e4m3fn, rows [0, I) gate, [I, 2I) up
-    ws_ptr,  # w13 scales, float32: (E,) | (E, 2I) | (E, ceil(2I/G), ceil(H/G))
+    w_ptr,  # (E, N1, H) float8_e4m3fn; GATED: N1 = 2I, rows [0, I) gate, [I, 2I) up; else N1 = I
+    ws_ptr,  # w13 scales, float32: (E,) | (E, N1) | (E, ceil(N1/G), ceil(H/G))
     a_scale_ptr,  # (1,) float32 static scale of x (ignored when dynamic)
     ids_ptr,  # (P,) int32 expert of each pair, P = T·k, pair p = (token p // k, slot p % k)
     list_ptr,  # (E, P) int32 scratch: each expert's pair list (SCAN mode)
     count_ptr,  # (E,) int32 scratch: each expert's pair count (SCAN mode)
-    part_ptr,  # (SPLIT, P, 2I) float32 out: gate|up pre-activations, one slab per K split
+    part_ptr,  # (SPLIT, P, N1) float32 out: gate|up pre-activations, one slab per K split
     num_pairs,
     H,
     inter,
@@ -146,6 +157,7 @@ def moe_gemm1_kernel(
     A_STATIC: tl.constexpr,
     GROUP: tl.constexpr,
     PAIR_MODE: tl.constexpr,
+    GATED: tl.constexpr,
     SCAN_BLOCK: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -170,7 +182,8 @@ def moe_gemm1_kernel(
     ws_e = ws_ptr + expert.to(tl.int64) * stride_se
     k_begin = pid_k * k_per_split
     k_end = tl.minimum(k_begin + k_per_split, H)
-    out_base = part_ptr + pid_k.to(tl.int64) * num_pairs * 2 * inter
+    n1 = 2 * inter if GATED else inter
+    out_base = part_ptr + pid_k.to(tl.int64) * num_pairs * n1
     for c in range(0, n_rows, BLOCK_M):
         idx = c + tl.arange(0, BLOCK_M)
         if PAIR_MODE:
@@ -182,21 +195,23 @@ def moe_gemm1_kernel(
         tokens = pairs // TOPK
         gate = _expert_gemm(
             x_ptr, tokens, rmask, stride_xt, H, 0, 0, w_e, offs_n, n_mask, stride_wn, ws_e, stride_sn, stride_sk,
-            a_scale_ptr, k_begin, k_end, W_SCALE, A_STATIC, GROUP, 1, False, BLOCK_M, BLOCK_N, BLOCK_K,
+            a_scale_ptr, k_begin, k_end, W_SCALE, A_STATIC, GROUP, 1, False, False, BLOCK_M, BLOCK_N, BLOCK_K,
         )  # fmt: skip
-        up = _expert_gemm(
-            x_ptr, tokens, rmask, stride_xt, H, 0, 0, w_e, offs_n + inter, n_mask, stride_wn, ws_e, stride_sn,
-            stride_sk, a_scale_ptr, k_begin, k_end, W_SCALE, A_STATIC, GROUP, 1, False, BLOCK_M, BLOCK_N, BLOCK_K,
-        )  # fmt: skip
-        out = out_base + pairs[None, :].to(tl.int64) * (2 * inter) + offs_n[:, None]
+        out = out_base + pairs[None, :].to(tl.int64) * n1 + offs_n[:, None]
         m = n_mask[:, None] & rmask[None, :]
         tl.store(out, gate, mask=m)
-        tl.store(out + inter, up, mask=m)
+        if GATED:
+            up = _expert_gemm(
+                x_ptr, tokens, rmask, stride_xt, H, 0, 0, w_e, offs_n + inter, n_mask, stride_wn, ws_e, stride_sn,
+                stride_sk, a_scale_ptr, k_begin, k_end, W_SCALE, A_STATIC, GROUP, 1, False, False, BLOCK_M, BLOCK_N,
+                BLOCK_K,
+            )  # fmt: skip
+            tl.store(out + inter, up, mask=m)
 
 
 @triton.jit
 def moe_gemm2_kernel(
-    part_ptr,  # (SPLIT, P, 2I) float32 from moe_gemm1_kernel
+    part_ptr,  # (SPLIT, P, N1) float32 from moe_gemm1_kernel
     w_ptr,  # (E, H, I) float8_e4m3fn
     ws_ptr,  # w2 scales, float32: (E,) | (E, H) | (E, ceil(H/G), ceil(I/G))
     a_scale_ptr,  # (1,) float32 static scale of the activation (ignored when dynamic)
@@ -220,6 +235,7 @@ def moe_gemm2_kernel(
     GROUP: tl.constexpr,
     SPLIT: tl.constexpr,
     PAIR_MODE: tl.constexpr,
+    GATED: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
@@ -230,7 +246,8 @@ def moe_gemm2_kernel(
     pid_n = tl.program_id(1)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     n_mask = offs_n < H
-    split_stride = num_pairs * 2 * inter
+    n1 = 2 * inter if GATED else inter
+    split_stride = num_pairs * n1
     idx = tl.arange(0, BLOCK_M)
     if PAIR_MODE:
         total = tl.zeros((BLOCK_N,), tl.float32)
@@ -240,9 +257,9 @@ def moe_gemm2_kernel(
             rmask = idx < 1
             rows = tl.where(rmask, pair, 0)
             acc = _expert_gemm(
-                part_ptr, rows, rmask, 2 * inter, inter, split_stride, inter, w_ptr + expert * stride_we, offs_n,
+                part_ptr, rows, rmask, n1, inter, split_stride, inter, w_ptr + expert * stride_we, offs_n,
                 n_mask, stride_wn, ws_ptr + expert * stride_se, stride_sn, stride_sk, a_scale_ptr, 0, inter,
-                W_SCALE, A_STATIC, GROUP, SPLIT, True, BLOCK_M, BLOCK_N, BLOCK_K,
+                W_SCALE, A_STATIC, GROUP, SPLIT, True, GATED, BLOCK_M, BLOCK_N, BLOCK_K,
             )  # fmt: skip
             total += tl.sum(acc, axis=1) * tl.load(topk_w_ptr + pair)
         tl.store(out_ptr + pid_r.to(tl.int64) * stride_ot + offs_n, total.to(out_ptr.dtype.element_ty), mask=n_mask)
@@ -253,9 +270,9 @@ def moe_gemm2_kernel(
             rmask = c + idx < n_rows
             rows = tl.load(list_ptr + pid_r * num_pairs + c + idx, mask=rmask, other=0)
             acc = _expert_gemm(
-                part_ptr, rows, rmask, 2 * inter, inter, split_stride, inter, w_ptr + expert * stride_we, offs_n,
+                part_ptr, rows, rmask, n1, inter, split_stride, inter, w_ptr + expert * stride_we, offs_n,
                 n_mask, stride_wn, ws_ptr + expert * stride_se, stride_sn, stride_sk, a_scale_ptr, 0, inter,
-                W_SCALE, A_STATIC, GROUP, SPLIT, True, BLOCK_M, BLOCK_N, BLOCK_K,
+                W_SCALE, A_STATIC, GROUP, SPLIT, True, GATED, BLOCK_M, BLOCK_N, BLOCK_K,
             )  # fmt: skip
             wt = tl.load(topk_w_ptr + rows, mask=rmask, other=0.0)
             out = out_ptr + rows[None, :].to(tl.int64) * H + offs_n[:, None]

@@ -101,11 +101,13 @@ def fused_moe_reference(
     a13_scale: torch.Tensor | None = None,
     a2_scale: torch.Tensor | None = None,
     block_shape: tuple[int, int] | None = None,
+    activation: str = "silu",
 ) -> torch.Tensor:
     """float64 fp8_w8a8 MoE: out[t] = Σ_k w[t,k] · W2[e] · quant(silu(G[e]·quant(x)) ⊙ U[e]·quant(x)).
 
     hidden (T, H); w13 (E, 2I, H) fp8, rows [0, I) gate, [I, 2I) up; w2 (E, H, I) fp8;
     topk_weights (T, k) float; topk_ids (T, k) int. Returns (T, H) float64.
+    activation "relu2": non-gated, w13 (E, I, H) and act = relu(W1·x)².
     """
     group = block_shape[1] if block_shape is not None else None
     w13r = dequant_weight(w13, w13_scale, block_shape)
@@ -117,7 +119,10 @@ def fused_moe_reference(
         for j in range(topk_ids.shape[1]):
             e = int(topk_ids[t, j])
             gu = w13r[e] @ x[t]
-            act = torch.nn.functional.silu(gu[:inter_size]) * gu[inter_size:]
+            if activation == "silu":
+                act = torch.nn.functional.silu(gu[:inter_size]) * gu[inter_size:]
+            else:
+                act = torch.relu(gu) ** 2
             act_q = _quant_rows(act.float()[None, :], a2_scale, group)[0]
             out[t] += float(topk_weights[t, j]) * (w2r[e] @ act_q)
     return out
