@@ -1,0 +1,214 @@
+"""GPU harness around vLLM's own Triton fused-MoE (``fused_experts``): inputs, timing, correctness.
+
+Used by kernels/tune.py, kernels/bench/bench_moe_configs.py and the AOT check. Needs an NVIDIA GPU and
+an importable vLLM (the image, or the offline bundle at PYTHONPATH=/root/site).
+
+Timing (see .library METHOD.md): R calls of ``fused_experts`` on R different uniform routings are
+captured in one CUDA graph and the graph is replayed between CUDA events; the per-call time is the
+median over batches / R. Rotating routings keeps the working set of touched experts above the L2
+size (50 MB on H200), so weights stream from HBM as they do in serving; every shape's full weight set
+is > 150 MB. The routing prep (moe_align_block_size), activation quantisation and moe_sum are inside the
+timed region, as in vLLM's benchmark_moe.py, because the tile's BLOCK_SIZE_M changes them too.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from kernels.config_files import TILE_KEYS, Tile, lookup
+from kernels.shapes import KernelShape
+
+L2_BYTES = 50 * 1024 * 1024
+
+
+def vllm_fused_moe() -> Any:
+    """vLLM's fused_moe module (imported lazily: ~20 s the first time)."""
+    from vllm.model_executor.layers.fused_moe import fused_moe
+
+    return fused_moe
+
+
+def vllm_default_tile(shape: KernelShape, m: int) -> Tile:
+    """vLLM's built-in tile for M when no tuned file matches (get_default_config)."""
+    cfg = vllm_fused_moe().get_default_config(m, shape.e, shape.n, shape.h, shape.topk, shape.dtype, shape.block_shape)
+    return {k: int(cfg[k]) for k in TILE_KEYS}
+
+
+def vllm_shipped_table(shape: KernelShape) -> dict[int, Tile] | None:
+    """vLLM's own shipped file for this shape (configs/ inside the wheel), ignoring our folder."""
+    import json
+    import os
+
+    fm = vllm_fused_moe()
+    name = fm.get_config_file_name(shape.e, shape.n, shape.dtype, shape.block_shape)
+    path = os.path.join(os.path.dirname(os.path.realpath(fm.__file__)), "configs", name)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        raw = json.load(f)
+    raw.pop("triton_version", None)
+    return {int(k): {t: int(v[t]) for t in TILE_KEYS} for k, v in raw.items()}
+
+
+def incumbent_tile(shape: KernelShape, m: int, shipped: dict[int, Tile] | None) -> Tile:
+    """What vLLM runs today for (shape, M): its shipped file's entry, else its default heuristic."""
+    return dict(lookup(shipped, m)) if shipped else vllm_default_tile(shape, m)
+
+
+def expected_active_experts(shape: KernelShape, m: int) -> float:
+    """Distinct experts hit by M tokens × topk uniform routes (without replacement per token)."""
+    p_miss = (1 - shape.topk / shape.e) ** m
+    return shape.e * (1 - p_miss)
+
+
+def rotations(shape: KernelShape, m: int) -> int:
+    """Calls per graph: enough distinct routings that ≥3× L2 of expert weights is touched per replay."""
+    touched = expected_active_experts(shape, m) * shape.weight_bytes_per_expert()
+    return max(4, min(16, math.ceil(3 * L2_BYTES / max(touched, 1))))
+
+
+@dataclass
+class MoEProblem:
+    """Random FP8 weights + scales for one shape on the GPU (never zeros: see METHOD.md)."""
+
+    shape: KernelShape
+    device: str = "cuda"
+    w1: torch.Tensor = field(init=False)
+    w2: torch.Tensor = field(init=False)
+    quant_config: Any = field(init=False)
+
+    def __post_init__(self) -> None:
+        from vllm.model_executor.layers.fused_moe.config import fp8_w8a8_moe_quant_config
+
+        s, dev = self.shape, self.device
+        fp8 = torch.float8_e4m3fn
+        gen = torch.Generator(device=dev).manual_seed(0)
+        self.w1 = (torch.randn(s.e, s.n1, s.h, device=dev, generator=gen) * 0.5).to(fp8)  # (E, N1, H) fp8
+        self.w2 = (torch.randn(s.e, s.h, s.n, device=dev, generator=gen) * 0.5).to(fp8)  # (E, H, N) fp8
+        if s.block_shape:
+            bn, bk = s.block_shape
+            w1s = torch.rand(s.e, s.n1 // bn, s.h // bk, device=dev) * 0.01 + 0.005  # (E, N1/128, H/128) f32
+            w2s = torch.rand(s.e, s.h // bn, s.n // bk, device=dev) * 0.01 + 0.005  # (E, H/128, N/128) f32
+            self.quant_config = fp8_w8a8_moe_quant_config(w1_scale=w1s, w2_scale=w2s, block_shape=list(s.block_shape))
+        else:
+            w1s = torch.rand(s.e, device=dev) * 0.01 + 0.005  # (E,) per-tensor weight scales
+            w2s = torch.rand(s.e, device=dev) * 0.01 + 0.005
+            a1s = torch.full((1,), 0.02, device=dev)  # static per-tensor activation scales
+            a2s = torch.full((1,), 0.02, device=dev)
+            self.quant_config = fp8_w8a8_moe_quant_config(w1_scale=w1s, w2_scale=w2s, a1_scale=a1s, a2_scale=a2s)
+
+    def inputs(self, m: int, count: int, seed: int = 1) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+        """``count`` (hidden (M,H) bf16, topk_weights (M,k) f32, topk_ids (M,k) int32) uniform routings."""
+        s = self.shape
+        gen = torch.Generator(device=self.device).manual_seed(seed)
+        out = []
+        for _ in range(count):
+            x = torch.randn(m, s.h, device=self.device, dtype=torch.bfloat16, generator=gen)
+            ids = torch.rand(m, s.e, device=self.device, generator=gen).topk(s.topk, dim=1).indices.to(torch.int32)
+            w = torch.rand(m, s.topk, device=self.device, generator=gen)
+            out.append((x, (w / w.sum(dim=1, keepdim=True)).contiguous(), ids.contiguous()))
+        return out
+
+    def run(self, x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        from vllm.model_executor.layers.fused_moe.activation import MoEActivation
+
+        act = MoEActivation.SILU if self.shape.model.gated else MoEActivation.RELU2_NO_MUL
+        return vllm_fused_moe().fused_experts(
+            x,
+            self.w1,
+            self.w2,
+            weights,
+            ids,
+            activation=act,
+            apply_router_weight_on_input=self.shape.model.router_weight_on_input,
+            quant_config=self.quant_config,
+        )
+
+
+@contextmanager
+def forced_tile(tile: Tile | None):
+    """Make vLLM use ``tile`` for every M (vLLM's own override hook), or its normal lookup for None."""
+    if tile is None:
+        yield
+        return
+    from vllm.model_executor.layers.fused_moe import override_config
+
+    with override_config(dict(tile)):
+        yield
+
+
+class GraphTimer:
+    """Times ``fused_experts`` for one (problem, M) with a given tile; see the module docstring."""
+
+    def __init__(self, problem: MoEProblem, m: int) -> None:
+        self.problem, self.m = problem, m
+        self.batch = problem.inputs(m, rotations(problem.shape, m))
+
+    def measure(self, tile: Tile | None, batches: int = 3, target_ms: float = 4.0) -> float:
+        """Median µs per fused_experts call over ``batches`` timed batches of graph replays."""
+        with forced_tile(tile):
+            for x, w, i in self.batch:  # JIT-compile (or load) outside the capture
+                self.problem.run(x, w, i)
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                for x, w, i in self.batch:
+                    self.problem.run(x, w, i)
+        graph.replay()
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        one = max(start.elapsed_time(end), 1e-3)
+        reps = max(1, min(200, int(target_ms / one)))
+        times = []
+        for _ in range(batches):
+            start.record()
+            for _ in range(reps):
+                graph.replay()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) * 1000.0 / (reps * len(self.batch)))
+        del graph
+        times.sort()
+        return times[len(times) // 2]
+
+
+def reference_moe(problem: MoEProblem, x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """Readable float32 MoE on dequantised weights (activations not quantised): the numerics anchor."""
+    s = problem.shape
+    qc = problem.quant_config
+
+    def deq(w: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        wf = w.float()
+        if s.block_shape:
+            bn, bk = s.block_shape
+            return wf * scale.repeat_interleave(bn, dim=1).repeat_interleave(bk, dim=2)
+        return wf * scale.view(-1, 1, 1)
+
+    w1, w2 = deq(problem.w1, qc.w1_scale), deq(problem.w2, qc.w2_scale)
+    xf = x.float()
+    out = torch.zeros_like(xf)
+    for j in range(s.topk):
+        e = ids[:, j].long()
+        inp = xf * weights[:, j : j + 1] if s.model.router_weight_on_input else xf
+        h1 = torch.einsum("th,tnh->tn", inp, w1[e])
+        if s.model.gated:
+            g, u = h1.chunk(2, dim=1)
+            act = torch.nn.functional.silu(g) * u
+        else:
+            act = torch.relu(h1) ** 2
+        y = torch.einsum("tn,thn->th", act, w2[e])
+        out += y if s.model.router_weight_on_input else y * weights[:, j : j + 1]
+    return out
+
+
+def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
+    return float((out.float() - ref).norm() / ref.norm().clamp_min(1e-30))
