@@ -1,0 +1,108 @@
+"""Start and stop the real serving path (`python -m entrypoint ...` → vLLM CPU engine) for tests."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[2]
+# A 2-core machine shared with other jobs: vLLM's start is 12-35 s here, give it room.
+START_DEADLINE_S = float(os.environ.get("E2E_START_DEADLINE_S", "240"))
+CPU_ENV = {
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+    "VLLM_NO_USAGE_STATS": "1",
+    "HF_HUB_OFFLINE": "1",
+}
+
+STARTED: list[Server] = []  # every server of this session, for the failure report hook
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Server:
+    """One `python -m entrypoint <command>` process, its port and its log file."""
+
+    args: list[str]
+    log_path: Path
+    env: dict[str, str] = field(default_factory=dict)
+    port: int = field(default_factory=free_port)
+    proc: subprocess.Popen[bytes] | None = None
+    started_in_s: float | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> Server:
+        env = {**os.environ, **CPU_ENV, **self.env, "PYTHONUNBUFFERED": "1"}
+        argv = [sys.executable, "-m", "entrypoint", *self.args, "--port", str(self.port)]
+        self._log = self.log_path.open("wb")
+        began = time.monotonic()
+        # Own process group: teardown can stop vLLM's engine child too, even if the server hangs.
+        self.proc = subprocess.Popen(
+            argv, cwd=REPO, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        STARTED.append(self)
+        self.wait_ready(began)
+        self.started_in_s = time.monotonic() - began
+        return self
+
+    def wait_ready(self, began: float) -> None:
+        assert self.proc is not None
+        while time.monotonic() - began < START_DEADLINE_S:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"server exited with {self.proc.returncode} before /ping:\n{self.log_tail()}")
+            try:
+                if httpx.get(self.url + "/ping", timeout=2).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.5)
+        raise AssertionError(f"no /ping 200 within {START_DEADLINE_S:.0f} s:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def children(self) -> list[int]:
+        """PIDs of the server's child processes (vLLM's EngineCore)."""
+        assert self.proc is not None
+        try:
+            raw = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text()
+        except OSError:
+            return []
+        return [int(pid) for pid in raw.split()]
+
+    def stop(self) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+        # Leftovers of the group (an orphaned engine) must not outlive the test.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self._log.close()
+        return self.proc.returncode
