@@ -80,8 +80,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     clients = make_clients(args.region)
     if args.command in ("deploy", "update"):
-        needs_s3 = bool(args.model_data) or bool(args.model and args.model.startswith("s3://"))
-        prepared = prepare(_request(args), clients.s3 if needs_s3 else None)
+        prepared = prepare(_request(args), clients.s3)
         print(plan_text(prepared.plan, args.instance_type), file=sys.stderr)
         print(f"model size: {prepared.size.bytes or 'unknown'} bytes ({prepared.size.source})", file=sys.stderr)
         if args.command == "deploy":

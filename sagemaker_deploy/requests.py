@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sagemaker_deploy.sizing import Timeouts
-from sagemaker_deploy.validation import validate_request
+from sagemaker_deploy.validation import RequestInvalid, validate_request
 
 VARIANT = "AllTraffic"
 NAME_MAX = 63  # EndpointName / ModelName / EndpointConfigName
@@ -74,9 +74,17 @@ class Deployment:
         }
 
     def validate(self, *, update: bool = False) -> None:
-        validate_request("sagemaker", "CreateModel", self.create_model())
-        validate_request("sagemaker", "CreateEndpointConfig", self.create_endpoint_config())
-        if update:
-            validate_request("sagemaker", "UpdateEndpoint", self.update_endpoint())
-        else:
-            validate_request("sagemaker", "CreateEndpoint", self.create_endpoint())
+        """Every request of the deployment; one RequestInvalid listing the problems of all of them."""
+        last = ("UpdateEndpoint", self.update_endpoint()) if update else ("CreateEndpoint", self.create_endpoint())
+        problems = []
+        for operation, params in (
+            ("CreateModel", self.create_model()),
+            ("CreateEndpointConfig", self.create_endpoint_config()),
+            last,
+        ):
+            try:
+                validate_request("sagemaker", operation, params)
+            except RequestInvalid as exc:
+                problems.append(str(exc))
+        if problems:
+            raise RequestInvalid("\n".join(problems))

@@ -49,7 +49,7 @@ def aws_env(endpoint_url: str, tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def boto(env: dict[str, str], service: str):  # noqa: ANN201 - a boto3 client
+def boto(env: dict[str, str], service: str):  # -> a boto3 client
     return boto3.client(
         service,
         endpoint_url=env["AWS_ENDPOINT_URL"],
@@ -121,7 +121,7 @@ def test_plan_json_for_every_instance_type(instance_type, capsys):
 
     assert main(["plan", "--instance-type", instance_type, "--model", str(STATIC_FP8), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    gpu, count = INSTANCE_GPUS[instance_type]
+    _gpu, count = INSTANCE_GPUS[instance_type]
     assert data["instance_type"] == instance_type
     assert data["gpu"]["count"] == count
     assert data["vllm_version"] == "0.26.0"  # the image's vLLM, not this machine's CPU build
@@ -192,7 +192,7 @@ def test_deploy_with_properties_as_env_maps_keys_and_stays_within_limits(aws_env
     )
     result = cli(aws_env, *deploy_args("qwen-env", "--properties", str(props), "--no-wait"))
     assert result.returncode == 0, result.stderr
-    models, configs, endpoints = resources(aws_env, "qwen-env")
+    models, configs, _ = resources(aws_env, "qwen-env")
     env = boto(aws_env, "sagemaker").describe_model(ModelName=models[0])["PrimaryContainer"]["Environment"]
     assert env == {
         "ENGINE": "Python",
@@ -204,6 +204,12 @@ def test_deploy_with_properties_as_env_maps_keys_and_stays_within_limits(aws_env
     assert "ModelDataSource" not in boto(aws_env, "sagemaker").describe_model(ModelName=models[0])["PrimaryContainer"]
     assert len(env) <= 100 and all(len(k) <= 1024 and len(v) <= 1024 for k, v in env.items())
     assert "moe backend: flashinfer_cutlass" in result.stderr
+    # No model data: the container downloads the weights itself, inside the startup window.
+    variant = boto(aws_env, "sagemaker").describe_endpoint_config(EndpointConfigName=configs[0])["ProductionVariants"][
+        0
+    ]
+    assert variant["ModelDataDownloadTimeoutInSeconds"] == 600
+    assert variant["ContainerStartupHealthCheckTimeoutInSeconds"] == 600 + 600
 
 
 @pytest.mark.parametrize(
@@ -250,13 +256,14 @@ def test_missing_credentials_and_region_are_named(aws_env):
     assert result.returncode == 1 and "no AWS region: pass --region or set AWS_REGION" in result.stderr
 
 
-def test_instance_type_outside_botocores_enum_is_refused_before_anything_is_created(aws_env):
+def test_requests_botocore_would_send_but_sagemaker_refuses_stop_before_anything_is_created(aws_env):
+    # botocore's own validation lets an invalid endpoint name through (it checks no patterns) and
+    # moto accepts it too; real SageMaker refuses it after the model already exists.
     data = upload_model(aws_env, {"model.safetensors": 10})
-    args = deploy_args("badtype", "--model-data", data)
-    args[args.index("ml.p5e.48xlarge")] = "ml.p5e.96xlarge"
-    result = cli(aws_env, *args)
-    assert result.returncode == 2 and "ml.p5e.96xlarge" in result.stderr
-    assert resources(aws_env, "badtype") == ([], [], [])
+    result = cli(aws_env, *deploy_args("qwen_3!", "--model-data", data))
+    assert result.returncode == 2, result.stderr
+    assert "EndpointName='qwen_3!' does not match the pattern" in result.stderr
+    assert resources(aws_env, "qwen_3") == ([], [], [])
 
 
 # ------------------------------------------------------------------------------ update and delete
