@@ -84,7 +84,7 @@ def dequant_weight(w: torch.Tensor, scale: torch.Tensor, block: tuple[int, int] 
         bn, bk = block
         s = s.repeat_interleave(bn, dim=1)[:, :n].repeat_interleave(bk, dim=2)[:, :, :k]
         return w64 * s
-    if s.numel() == e:
+    if s.numel() == e:  # per-tensor
         return w64 * s.reshape(e, 1, 1)
     return w64 * s.reshape(e, n, 1)
 
@@ -110,21 +110,21 @@ def fused_moe_reference(
     activation "relu2": non-gated, w13 (E, I, H) and act = relu(W1·x)².
     """
     group = block_shape[1] if block_shape is not None else None
-    w13r = dequant_weight(w13, w13_scale, block_shape)
-    w2r = dequant_weight(w2, w2_scale, block_shape)
     inter_size = w2.shape[2]
     x = _quant_rows(hidden, a13_scale, group)
-    out = torch.zeros(hidden.shape[0], hidden.shape[1], dtype=torch.float64)
-    for t in range(hidden.shape[0]):
-        for j in range(topk_ids.shape[1]):
-            e = int(topk_ids[t, j])
-            gu = w13r[e] @ x[t]
-            if activation == "silu":
-                act = torch.nn.functional.silu(gu[:inter_size]) * gu[inter_size:]
-            else:
-                act = torch.relu(gu) ** 2
-            act_q = _quant_rows(act.float()[None, :], a2_scale, group)[0]
-            out[t] += float(topk_weights[t, j]) * (w2r[e] @ act_q)
+    out = torch.zeros(hidden.shape[0], hidden.shape[1], dtype=torch.float64, device=hidden.device)
+    # expert by expert, dequantising only the experts in use (real shapes have GBs of weights)
+    for e in torch.unique(topk_ids).tolist():
+        tok, slot = (topk_ids == e).nonzero(as_tuple=True)
+        w13r = dequant_weight(w13[e : e + 1], w13_scale[e : e + 1], block_shape)[0]
+        w2r = dequant_weight(w2[e : e + 1], w2_scale[e : e + 1], block_shape)[0]
+        gu = x[tok] @ w13r.T
+        if activation == "silu":
+            act = torch.nn.functional.silu(gu[:, :inter_size]) * gu[:, inter_size:]
+        else:
+            act = torch.relu(gu) ** 2
+        act_q = _quant_rows(act.float(), a2_scale, group)
+        out.index_add_(0, tok, topk_weights[tok, slot].double()[:, None] * (act_q @ w2r.T))
     return out
 
 

@@ -1,0 +1,172 @@
+"""Our FP8 fused MoE against the float64 reference, routing invariants, validation and heuristics.
+
+Without a GPU the small cases run under Triton's interpreter (conftest.py): the interpreter runs
+float8_e4m3fn dots; its fp8 downcast is fixed by tests/kernels/interpreter_fix.py. Real model shapes
+run with `make test-gpu` (marker gpu).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from kernels.fused_moe_fp8 import MoEKernelConfig, default_config, fused_moe_fp8
+from kernels.moe_routing import expert_pair_list, routing_histogram, use_pair_mode
+from kernels.reference import MOE_TOLERANCE, fused_moe_reference, rel_err
+from tests.kernels.conftest import DEVICE, HAS_CUDA
+
+FP8 = torch.float8_e4m3fn
+
+
+def make_problem(t, e, k, h, inter, *, scales, static=False, dtype=torch.bfloat16, gated=True, ids=None, seed=0):
+    """Fresh random inputs (never zeros); scales: 'tensor' | 'channel' | 'block'."""
+    g = torch.Generator(device=DEVICE).manual_seed(seed)  # generated where the kernel runs: GBs on the GPU
+    n1 = 2 * inter if gated else inter
+    dev = dict(generator=g, device=DEVICE)
+    x = torch.randn(t, h, **dev).to(dtype)
+    w13 = (torch.randn(e, n1, h, **dev) * 0.5).to(FP8)
+    w2 = (torch.randn(e, h, inter, **dev) * 0.5).to(FP8)
+    if ids is None:
+        ids = torch.rand(t, e, **dev).topk(k, dim=1).indices.to(torch.int32)
+    w = torch.rand(t, k, **dev) + 0.1
+    w = w / w.sum(dim=1, keepdim=True)
+
+    def sc(*shape):
+        return torch.rand(*shape, **dev) * 0.01 + 0.005
+
+    if scales == "block":
+        s13, s2 = sc(e, triton.cdiv(n1, 128), triton.cdiv(h, 128)), sc(e, triton.cdiv(h, 128), triton.cdiv(inter, 128))
+    elif scales == "channel":
+        s13, s2 = sc(e, n1), sc(e, h)
+    else:
+        s13, s2 = sc(e), sc(e)
+    kw = dict(w13_scale=s13, w2_scale=s2, block_shape=[128, 128] if scales == "block" else None)
+    if static:
+        kw.update(a13_scale=torch.tensor([0.02], device=DEVICE), a2_scale=torch.tensor([0.05], device=DEVICE))
+    kw["activation"] = "silu" if gated else "relu2"
+    return (x, w13, w2, w, ids.to(DEVICE)), kw
+
+
+def check(args, kw, config=None):
+    x = args[0]
+    out = torch.full_like(x, float("nan"))  # poisoned: every element must be written
+    fused_moe_fp8(*args, **kw, out=out, config=config)
+    ref = fused_moe_reference(*args, **kw)
+    err = rel_err(out, ref)
+    assert err < MOE_TOLERANCE[x.dtype], f"rel err {err:.3g} ≥ {MOE_TOLERANCE[x.dtype]} ({x.dtype})"
+
+
+PAIR = MoEKernelConfig(pair_mode=True, block_n1=16, block_n2=16, split_k=2)
+SCAN = MoEKernelConfig(pair_mode=False, block_n1=16, block_n2=16, split_k=2)
+
+# (T, E, k, H, I, scales, static, dtype, gated, config) — small enough for the interpreter
+CPU_CASES = [
+    pytest.param(2, 8, 2, 160, 48, "tensor", False, torch.bfloat16, True, PAIR, id="pair-tensor-dynamic-H160-not-tile-multiple"),
+    pytest.param(3, 8, 2, 160, 48, "channel", True, torch.float16, True, SCAN, id="scan-channel-static-fp16"),
+    pytest.param(3, 8, 3, 200, 96, "block", False, torch.bfloat16, True, SCAN, id="scan-block128-H200-I96"),
+    pytest.param(2, 8, 1, 256, 128, "block", True, torch.float32, True, PAIR, id="pair-block-static-top1-fp32"),
+    pytest.param(3, 8, 2, 96, 48, "tensor", False, torch.bfloat16, False, PAIR, id="pair-relu2-nongated"),
+    pytest.param(3, 256, 8, 64, 32, "tensor", True, torch.bfloat16, True, SCAN, id="scan-E256-top8-mostly-empty"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("t,e,k,h,inter,scales,static,dtype,gated,config", CPU_CASES)
+def test_matches_float64_reference(t, e, k, h, inter, scales, static, dtype, gated, config):
+    args, kw = make_problem(t, e, k, h, inter, scales=scales, static=static, dtype=dtype, gated=gated)
+    check(args, kw, config)
+
+
+def test_all_tokens_on_one_expert_walks_several_row_blocks():
+    # 20 tokens × top-1 on expert 3: SCAN mode loops over two BLOCK_M=16 chunks; other experts empty
+    ids = torch.full((20, 1), 3, dtype=torch.int32)
+    args, kw = make_problem(20, 4, 1, 64, 32, scales="tensor", ids=ids)
+    check(args, kw, SCAN)
+
+
+def test_default_config_runs_end_to_end():
+    args, kw = make_problem(2, 16, 4, 128, 64, scales="channel", static=False, seed=3)
+    check(args, kw, None)
+
+
+@triton.jit
+def _pair_list_probe(ids_ptr, list_ptr, count_ptr, num_pairs, SCAN_BLOCK: tl.constexpr):
+    e = tl.program_id(0)
+    expert_pair_list(ids_ptr, list_ptr + e * num_pairs, count_ptr + e, e, num_pairs, SCAN_BLOCK)
+
+
+@pytest.mark.parametrize(
+    "t,e,k",
+    [
+        pytest.param(5, 16, 2, id="some-experts-empty"),
+        pytest.param(37, 8, 3, id="pairs-not-multiple-of-scan-block"),
+        pytest.param(1, 256, 8, id="E256-top8-one-token"),
+    ],
+)
+def test_scan_lists_every_pair_exactly_once(t, e, k):
+    ids = torch.rand(t, e).topk(k, dim=1).indices.to(torch.int32).reshape(-1).to(DEVICE)
+    p = ids.numel()
+    lists = torch.full((e, p), -1, dtype=torch.int32, device=DEVICE)
+    counts = torch.full((e,), -1, dtype=torch.int32, device=DEVICE)
+    _pair_list_probe[(e,)](ids, lists, counts, p, SCAN_BLOCK=16)  # small block: several scan steps
+    assert counts.cpu().tolist() == routing_histogram(ids.cpu(), e).tolist()
+    seen = []
+    for x in range(e):
+        got = lists[x, : counts[x]].cpu()
+        assert (ids.cpu()[got.long()] == x).all()
+        assert got.tolist() == sorted(got.tolist())  # stable order
+        seen += got.tolist()
+    assert sorted(seen) == list(range(p))
+
+
+def test_pair_mode_only_while_pairs_hit_distinct_experts():
+    assert use_pair_mode(1, 128, 8)
+    assert not use_pair_mode(64, 128, 8)
+    assert not use_pair_mode(8, 8, 2)  # Mixtral: 16 pairs on 8 experts
+
+
+@pytest.mark.parametrize("m", [1, 4, 64, 256])
+def test_default_config_fills_the_gpu(m):
+    cfg = default_config(m, 256, 8, 7168, 256, block_k=128, num_sms=132)
+    rows = m * 8 if cfg.pair_mode else 256
+    assert rows * triton.cdiv(256, cfg.block_n1) * cfg.split_k >= 132 or cfg.split_k == 8
+
+
+def test_validation_quotes_shapes():
+    args, kw = make_problem(2, 4, 2, 64, 32, scales="tensor")
+    x, w13, w2, w, ids = args
+    with pytest.raises(ValueError, match=r"w2 must be \(E, H, I\)=\(4, 64, 32\).*\(4, 64, 16\)"):
+        fused_moe_fp8(x, w13, w2[:, :, :16], w, ids, **kw)
+    with pytest.raises(ValueError, match=r"w13_scale .*got \(3,\)"):
+        fused_moe_fp8(*args, **{**kw, "w13_scale": kw["w13_scale"][:3]})
+    with pytest.raises(ValueError, match=r"topk_weights must be float \(2, 2\)"):
+        fused_moe_fp8(x, w13, w2, w[:, :1], ids, **kw)
+    with pytest.raises(ValueError, match=r"activation must be one of"):
+        fused_moe_fp8(*args, **{**kw, "activation": "gelu"})
+    with pytest.raises(ValueError, match=r"block_shape=\[128, 128\] must have shape \(4, 1, 1\)"):
+        fused_moe_fp8(*args, **{**kw, "block_shape": [128, 128]})
+
+
+# ---- real model shapes on the H200 (make test-gpu) ------------------------------------------------
+# (E, k, H, I, scales, gated): Qwen3-30B-A3B, DeepSeek-V3 TP8 (block), Mixtral-8x7B, Llama-4-Maverick
+# TP8 (top-1), Nemotron-3-Nano (relu², H=2688 not a multiple of 128)
+GPU_SHAPES = [
+    pytest.param(128, 8, 2048, 768, "tensor", True, id="qwen3-30b-a3b"),
+    pytest.param(256, 8, 7168, 256, "block", True, id="deepseek-v3-tp8"),
+    pytest.param(8, 2, 4096, 14336, "channel", True, id="mixtral-8x7b"),
+    pytest.param(128, 1, 5120, 1024, "tensor", True, id="llama4-maverick-tp8"),
+    pytest.param(128, 6, 2688, 1856, "tensor", False, id="nemotron-3-nano"),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs an NVIDIA GPU (make test-gpu)")
+@pytest.mark.parametrize("e,k,h,inter,scales,gated", GPU_SHAPES)
+@pytest.mark.parametrize("m", [1, 2, 4, 16, 64, 256])  # both sides of the PAIR/SCAN switch
+@pytest.mark.parametrize("static", [False, True], ids=["dynamic", "static"])
+def test_gpu_model_shapes(e, k, h, inter, scales, gated, m, static):
+    args, kw = make_problem(m, e, k, h, inter, scales=scales, static=static, gated=gated, seed=m)
+    check(args, kw, None)
+    forced = MoEKernelConfig(pair_mode=not default_config(m, e, k, h, inter).pair_mode, split_k=2)
+    check(args, kw, forced)
