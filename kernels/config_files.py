@@ -99,8 +99,10 @@ def tile_problems(tile: Mapping[str, Any], block_shape: list[int] | None = None)
         return problems
     for k in TILE_KEYS:
         v = tile[k]
-        if not isinstance(v, int) or isinstance(v, bool) or v not in _POW2:
-            problems.append(f"{k}={v!r} must be a power-of-two int")
+        if not isinstance(v, int) or isinstance(v, bool):
+            problems.append(f"{k}={v!r} must be an int")
+        elif k.startswith("BLOCK_SIZE") and v not in _POW2:
+            problems.append(f"{k}={v!r} must be a power-of-two int (tl.arange needs it)")
     if problems:
         return problems
     if not 16 <= tile["BLOCK_SIZE_M"] <= 256:
@@ -109,6 +111,8 @@ def tile_problems(tile: Mapping[str, Any], block_shape: list[int] | None = None)
         problems.append(f"BLOCK_SIZE_N={tile['BLOCK_SIZE_N']} outside 16..256")
     if not 32 <= tile["BLOCK_SIZE_K"] <= 256:
         problems.append(f"BLOCK_SIZE_K={tile['BLOCK_SIZE_K']} outside 32..256 (FP8 dot needs K≥32)")
+    if tile["GROUP_SIZE_M"] < 1:
+        problems.append(f"GROUP_SIZE_M={tile['GROUP_SIZE_M']} must be ≥ 1")
     if tile["num_warps"] not in (4, 8):
         problems.append(f"num_warps={tile['num_warps']} not in (4, 8)")
     if not 2 <= tile["num_stages"] <= 5:

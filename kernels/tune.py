@@ -244,6 +244,7 @@ class Tuner:
             "candidates": len(tiles),
         }
         self.state.add_final(shape.key, m, rec)
+        rec = self.state.final[(shape.key, m)]  # same record a resumed run returns
         self.log(
             f"{shape.key:28s} M={m:5d} {win:22s} {medians[win]:9.1f} µs  "
             f"incumbent {medians[inc_id]:9.1f} µs  x{rec['speedup']:.3f}"
