@@ -276,7 +276,8 @@ def _run_engine(
     Path(job["result_path"]).unlink(missing_ok=True)
     print(f"e2e: {label} {backend}: starting (timeout {timeout:.0f} s, {budget.left():.0f} s of budget left)")
     result = _one(job, env, timeout, args.work_dir / f"{label}.{backend}.cold.log", engines_log, "cold")
-    print(f"e2e: {label} {backend}: {result.status}, start {result.start_s} s, vLLM ran {result.log.moe_backend}")
+    start = "–" if result.start_s is None else f"{result.start_s:.1f}"
+    print(f"e2e: {label} {backend}: {result.status}, start {start} s, vLLM ran {result.log.moe_backend}")
     warm_s = None
     if backend in args.warm_restart and result.start_s is not None and budget.allows(start_est / 2 + 30):
         warm_job = {**job, "start_only": True, "result_path": str(args.work_dir / f"{label}.{backend}.warm.jsonl")}

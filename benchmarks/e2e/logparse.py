@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-BACKEND_RE = re.compile(r"Using (\w+) Fp8 MoE backend out of potential backends: \[([^\]]*)\]")
+# "Using TRITON Fp8 MoE backend ..." on GPUs; "Using CPU Unquantized MoE backend ..." on the CPU build.
+BACKEND_RE = re.compile(r"Using (\w+) (?:\w+ )?MoE backend out of potential backends: \[([^\]]*)\]")
 DEFAULT_CONFIG_RE = re.compile(r"Using default MoE config\. Performance might be sub-optimal!")
 TUNED_CONFIG_RE = re.compile(r"Using configuration from (\S+) for MoE layer")
 AUTOTUNER_OP_RE = re.compile(r"\[AutoTuner\]: Tuning (\S+?):?(?:\s|$)", re.MULTILINE)  # tqdm: "Tuning OP: 40%|"

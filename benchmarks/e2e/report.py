@@ -213,7 +213,8 @@ def plot(rows: Sequence[dict[str, Any]], path: Path) -> bool:
         ax.set_xscale("log", base=2)
         ax.set_xlabel("concurrent requests")
         ax.set_ylabel("decode tok/s ÷ vLLM auto (best of reps)")
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
