@@ -63,7 +63,7 @@ SCAN = MoEKernelConfig(pair_mode=False, block_n1=16, block_n2=16, split_k=2)
 
 # (T, E, k, H, I, scales, static, dtype, gated, config) — small enough for the interpreter
 CPU_CASES = [
-    pytest.param(2, 8, 2, 160, 48, "tensor", False, torch.bfloat16, True, PAIR, id="pair-tensor-dynamic-H160-not-tile-multiple"),
+    pytest.param(2, 8, 2, 160, 48, "tensor", False, torch.bfloat16, True, PAIR, id="pair-tensor-dyn-H160-odd"),
     pytest.param(3, 8, 2, 160, 48, "channel", True, torch.float16, True, SCAN, id="scan-channel-static-fp16"),
     pytest.param(3, 8, 3, 200, 96, "block", False, torch.bfloat16, True, SCAN, id="scan-block128-H200-I96"),
     pytest.param(2, 8, 1, 256, 128, "block", True, torch.float32, True, PAIR, id="pair-block-static-top1-fp32"),
