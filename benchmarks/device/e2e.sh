@@ -28,19 +28,19 @@ export PYTHONUNBUFFERED=1
 
 COMMON=(--out-dir "$OUT" --budget-s "$BUDGET_S" --reps 3 --output-len 128)
 case "$PHASE" in
-  qwen)      ARGS=(--models qwen3-30b-a3b-fp8-static --backends auto,plan,triton,triton_tuned
+  qwen)      ARGS=(--models qwen3-30b-a3b-fp8-static --backends auto,triton,triton_tuned,plan
                    --conc 1,8,16,64 --long-conc 1,8) ;;
-  nemotron)  ARGS=(--models nemotron-3-nano-30b-a3b-fp8 --backends auto,plan,triton,triton_tuned
+  nemotron)  ARGS=(--models nemotron-3-nano-30b-a3b-fp8 --backends auto,triton,triton_tuned,plan
                    --conc 1,8,16,64 --long-conc 1,8) ;;
-  mixtral)   ARGS=(--models mixtral-8x7b-fp8-static --backends triton,triton_tuned,plan,auto
+  mixtral)   ARGS=(--models mixtral-8x7b-fp8-static --backends auto,triton,triton_tuned,plan
                    --conc 1,8,16,64 --long-conc 1 --timeout mixtral-8x7b-fp8-static:auto=240) ;;
-  control)   ARGS=(--models qwen3-30b-a3b-fp8-block --backends auto,plan,triton_tuned,flashinfer_cutlass
+  control)   ARGS=(--models qwen3-30b-a3b-fp8-block --backends auto,triton_tuned,plan,flashinfer_cutlass
                    --conc 1,8,16,64 --long-conc 1,8 --timeout qwen3-30b-a3b-fp8-block:flashinfer_cutlass=180) ;;
   fi-diag)   ARGS=(--models mixtral-8x7b-fp8-static --backends flashinfer_cutlass --conc 1,8 --long-input-len 0
                    --engine-arg enable_flashinfer_autotune=false
                    --timeout mixtral-8x7b-fp8-static:flashinfer_cutlass=300) ;;
   all)       ARGS=(--models qwen3-30b-a3b-fp8-static,nemotron-3-nano-30b-a3b-fp8,mixtral-8x7b-fp8-static,qwen3-30b-a3b-fp8-block
-                   --backends auto,plan,triton,triton_tuned,flashinfer_cutlass --conc 1,8,16,32,64
+                   --backends auto,triton,triton_tuned,plan,flashinfer_cutlass --conc 1,8,16,32,64
                    --warm-restart triton) ;;
   *) echo "e2e.sh: unknown phase '$PHASE'; accepted: qwen nemotron mixtral control fi-diag all" >&2; exit 2 ;;
 esac

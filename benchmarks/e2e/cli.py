@@ -77,7 +77,7 @@ def _engine_arg(text: str) -> tuple[str, Any]:
 def run_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m benchmarks.e2e run", description=__doc__)
     p.add_argument("--models", default=spec.BUNDLED_MODELS[0], help="comma list of bundled names or dirs")
-    p.add_argument("--backends", default="auto,plan,triton,triton_tuned", help=", ".join(be.BACKENDS))
+    p.add_argument("--backends", default="auto,triton,triton_tuned,plan", help=", ".join(be.BACKENDS))
     p.add_argument("--conc", default="1,8,16,64", help="concurrent requests, comma list")
     p.add_argument("--input-len", type=int, default=512)
     p.add_argument("--output-len", type=int, default=256)
