@@ -70,8 +70,11 @@ FROM project AS aot
 # AOT_MODE=compile runs kernels.aot (Triton compiles for sm_90 without a GPU);
 # AOT_MODE=skip leaves an empty cache (kernels then JIT-compile on the first engine start).
 ARG AOT_MODE=compile
+# Extra `python -m kernels.aot bake` arguments, e.g. "--shapes qwen3-30b-a3b:tp1" for a quick build.
+ARG AOT_ARGS=""
 COPY docker/aot_cache.sh /opt/moe-serving/docker/
-RUN AOT_MODE=${AOT_MODE} bash /opt/moe-serving/docker/aot_cache.sh /opt/moe-serving/triton-cache
+RUN AOT_MODE=${AOT_MODE} AOT_ARGS=${AOT_ARGS} \
+    bash /opt/moe-serving/docker/aot_cache.sh /opt/moe-serving/triton-cache /opt/moe-serving/kernel-configs
 
 ######################################## final ########################################
 FROM project AS final

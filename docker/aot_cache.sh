@@ -1,23 +1,38 @@
 #!/usr/bin/env bash
-# aot stage: compile the Triton MoE kernels the tuned configs will need into a Triton cache that
-# the final image points TRITON_CACHE_DIR at, so the first engine start does not JIT-compile.
-#   usage: aot_cache.sh CACHE_DIR      (AOT_MODE=compile|skip, default compile)
+# aot stage: compile the Triton MoE kernels the tuned configs need for sm_90 into a Triton cache,
+# without a GPU (kernels/aot.py drives Triton's own JIT against an sm_90 target), so the first
+# engine start does not JIT-compile.
+#   usage: aot_cache.sh CACHE_DIR CONFIG_DIR
+#   env:   AOT_MODE=compile|skip (default compile), AOT_ARGS (extra `kernels.aot bake` arguments,
+#          e.g. "--shapes qwen3-30b-a3b:tp1 --batch-sizes 1,2,4")
+# Triton's cache index stores absolute paths: CACHE_DIR must be the path the image runs with
+# (the Dockerfile copies it to the same path in the final stage).
 set -euo pipefail
 
-CACHE=${1:?usage: aot_cache.sh CACHE_DIR}
+CACHE=${1:?usage: aot_cache.sh CACHE_DIR CONFIG_DIR}
+CONFIGS=${2:?usage: aot_cache.sh CACHE_DIR CONFIG_DIR}
 PY=${PYTHON:-python3}
 MODE=${AOT_MODE:-compile}
+read -r -a extra <<<"${AOT_ARGS:-}"
 
 mkdir -p "$CACHE"
 case "$MODE" in
 compile)
-    "$PY" -m kernels.aot --out "$CACHE"
-    n=$(find "$CACHE" -type f | wc -l)
-    if ((n == 0)); then
-        echo "aot_cache.sh: kernels.aot wrote nothing to $CACHE" >&2
-        exit 1
+    shopt -s nullglob
+    configs=("$CONFIGS"/*.json)
+    if ((${#configs[@]} == 0)); then
+        # Nothing tuned, nothing to bake: vLLM runs its own tiles and Triton compiles them on
+        # first use, exactly as without this project.
+        echo "triton cache: no tuned configs in $CONFIGS, nothing to compile"
+    else
+        "$PY" -m kernels.aot bake --cache-dir "$CACHE" --config-dir "$CONFIGS" "${extra[@]}"
+        n=$(find "$CACHE" -name 'fused_moe_kernel.json' | wc -l)
+        if ((n == 0)); then
+            echo "aot_cache.sh: kernels.aot compiled nothing into $CACHE from ${#configs[@]} config(s)" >&2
+            exit 1
+        fi
+        echo "triton cache: $n fused_moe_kernel variant(s) in $CACHE"
     fi
-    echo "triton cache: $n file(s) in $CACHE"
     ;;
 skip)
     echo "triton cache: skipped (AOT_MODE=skip); kernels compile on first use"

@@ -13,6 +13,9 @@ PY=${PYTHON:-python3}
 "$PY" -m pip install "torch==${TORCH_VERSION}" --index-url "$TORCH_INDEX_URL"
 "$PY" -m pip install "torch==${TORCH_VERSION}" "vllm==${VLLM_VERSION}" "flashinfer-python==${FLASHINFER_VERSION}"
 
+# setuptools + wheel: install_project.sh builds the project without build isolation.
+"$PY" -m pip install "setuptools>=69,<81" "wheel>=0.43"
+
 mapfile -t reqs < <("$PY" "$(dirname "$0")/project_requirements.py" "$PYPROJECT")
 "$PY" -m pip install "torch==${TORCH_VERSION}" "${reqs[@]}"
 

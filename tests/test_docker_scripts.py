@@ -1,0 +1,165 @@
+"""The image's build scripts (docker/*.sh), run outside Docker where they can run.
+
+install_deps.sh needs the 5 GB CUDA wheels and install_system.sh apt: they are linted only.
+install_project.sh, aot_cache.sh, healthcheck.sh and project_requirements.py run for real.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import sysconfig
+import threading
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kernels.config_files import config_file_name, write_config_file
+from kernels.shapes import shape_by_key
+from tests.conftest_paths import REPO
+from tests.test_dockerfile import dockerignore_allows, dockerignore_rules
+
+DOCKER = REPO / "docker"
+SCRIPTS = sorted(DOCKER.glob("*.sh"))
+SHELLCHECK = REPO / ".venv" / "bin" / "shellcheck"
+
+
+def run(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_shellcheck_is_clean(script):
+    result = run([str(SHELLCHECK), "--severity=style", str(script)])
+    assert result.returncode == 0, result.stdout
+
+
+def test_shellcheck_catches_a_planted_bug(tmp_path):
+    bad = tmp_path / "bad.sh"
+    bad.write_text("#!/usr/bin/env bash\nrm -rf $1/*\n")  # SC2086: unquoted expansion
+    result = run([str(SHELLCHECK), str(bad)])
+    assert result.returncode != 0 and "SC2086" in result.stdout
+
+
+def test_project_requirements_prints_pyproject_dependencies():
+    result = run([sys.executable, str(DOCKER / "project_requirements.py"), str(REPO / "pyproject.toml")])
+    expected = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert result.returncode == 0 and result.stdout.splitlines() == expected
+
+
+def build_context(dest: Path) -> Path:
+    """What `docker build` would send: the repository filtered through .dockerignore."""
+    rules = dockerignore_rules()
+    tracked = run(["git", "-C", str(REPO), "ls-files", "--cached", "--others", "--exclude-standard"]).stdout
+    for rel in tracked.splitlines():
+        if (REPO / rel).is_file() and dockerignore_allows(rel, rules):
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / rel, dest / rel)
+    return dest
+
+
+def test_install_project_installs_a_real_package_into_a_scratch_venv(tmp_path):
+    src = build_context(tmp_path / "src")
+    assert not (src / "tests").exists() and (src / "entrypoint" / "__main__.py").is_file()
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    py = venv / "bin" / "python"
+    # pip, setuptools and the runtime dependencies (pydantic, boto3, ...) come from the dev venv,
+    # appended after the scratch venv's own site-packages (the image has them from install_deps.sh);
+    # the project itself must come from the scratch install, not the dev venv's editable one.
+    scratch_site = Path(
+        run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout.strip()
+    )
+    (scratch_site / "zz_dev_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    prefix = tmp_path / "opt"
+    (src / "kernels" / "configs").mkdir(parents=True, exist_ok=True)
+    (src / "kernels" / "configs" / "E=8,N=64,device_name=NVIDIA_H200,dtype=fp8_w8a8.json").write_text("{}")
+
+    result = run(["bash", str(DOCKER / "install_project.sh"), str(src), str(prefix)], env={"PYTHON": str(py)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert not src.exists(), "the source tree is removed after the install"
+    assert (prefix / "kernel-configs" / "E=8,N=64,device_name=NVIDIA_H200,dtype=fp8_w8a8.json").is_file()
+    code = "import entrypoint, sagemaker_deploy; print(entrypoint.__file__)"
+    where = subprocess.run([str(py), "-c", code], capture_output=True, text=True, cwd="/", timeout=60)
+    assert where.stdout.strip().startswith(str(scratch_site)), where.stdout + where.stderr
+    helped = subprocess.run(
+        [str(py), "-m", "entrypoint", "--help"], capture_output=True, text=True, cwd="/", timeout=60
+    )
+    assert helped.returncode == 0 and "serve" in helped.stdout
+
+
+@pytest.mark.parametrize(
+    ("mode", "rc", "message"), [("skip", 0, "skipped"), ("sometimes", 2, "accepted: compile, skip")]
+)
+def test_aot_cache_modes(tmp_path, mode, rc, message):
+    result = run(["bash", str(DOCKER / "aot_cache.sh"), str(tmp_path / "c"), str(tmp_path)], env={"AOT_MODE": mode})
+    assert result.returncode == rc and message in result.stdout + result.stderr
+
+
+def test_aot_cache_with_no_tuned_configs_compiles_nothing_and_says_so(tmp_path):
+    result = run(["bash", str(DOCKER / "aot_cache.sh"), str(tmp_path / "cache"), str(tmp_path / "none")],
+                 env={"PYTHON": sys.executable})  # fmt: skip
+    assert result.returncode == 0 and "no tuned configs" in result.stdout
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_aot_cache_compiles_a_tuned_config_into_a_writable_triton_cache(tmp_path):
+    configs = tmp_path / "configs"
+    shape = shape_by_key("qwen3-30b-a3b:tp1")
+    tile = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1, "num_warps": 4,
+            "num_stages": 3}  # fmt: skip
+    write_config_file(configs / config_file_name(shape.e, shape.n, shape.dtype, shape.block_shape), {1: tile}, "3.6.0")
+    cache = tmp_path / "cache"
+    result = run(
+        ["bash", str(DOCKER / "aot_cache.sh"), str(cache), str(configs)],
+        env={"PYTHON": sys.executable, "AOT_ARGS": "--batch-sizes 1 --workers 1"},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    compiled = list(cache.rglob("fused_moe_kernel.json"))
+    assert compiled, result.stdout
+    assert all(json.loads(p.read_text())["target"]["arch"] == 90 for p in compiled)  # sm_90, no GPU here
+    assert cache.stat().st_mode & 0o1777 == 0o1777  # any user can add kernels, none can delete others'
+
+
+class _Ping(http.server.BaseHTTPRequestHandler):
+    status = 200
+
+    def do_GET(self) -> None:
+        self.send_response(self.status if self.path == "/ping" else 404)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def ping_server() -> Iterator[tuple[http.server.HTTPServer, int]]:
+    server = http.server.HTTPServer(("127.0.0.1", 0), type("Ping", (_Ping,), {"status": 200}))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server, server.server_address[1]
+    server.shutdown()
+
+
+def test_healthcheck_pings_the_port_sagemaker_binds(ping_server):
+    server, port = ping_server
+    check = ["bash", str(DOCKER / "healthcheck.sh")]
+    assert run(check, env={"SAGEMAKER_BIND_TO_PORT": str(port)}).returncode == 0
+    server.RequestHandlerClass.status = 503
+    assert run(check, env={"SAGEMAKER_BIND_TO_PORT": str(port)}).returncode == 1
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    assert run(check, env={"SAGEMAKER_BIND_TO_PORT": str(closed)}).returncode == 1
+
+
+def test_image_test_refuses_a_missing_model_dir_before_touching_docker(tmp_path):
+    result = run(["bash", str(DOCKER / "image_test.sh"), "moe-serving:test", str(tmp_path / "missing")])
+    assert result.returncode == 2 and "MODEL_DIR=" in result.stderr

@@ -1,0 +1,169 @@
+"""The Dockerfile without a Docker engine: hadolint, the SageMaker contract, and the build context.
+
+`docker build` cannot run here, so what a build would trip over is checked statically: every COPY
+source exists and survives the allowlist .dockerignore, stages are named, the base is pinned, the
+pins agree with the code that plans for them.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sagemaker_deploy.planning import IMAGE_VLLM_VERSION
+from tests.conftest_paths import REPO
+
+DOCKERFILE = REPO / "Dockerfile"
+HADOLINT = REPO / ".venv" / "bin" / "hadolint"
+
+
+def instructions(text: str) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) with continuation lines joined and comments dropped."""
+    joined = re.sub(r"\\\n", " ", text)
+    result = []
+    for line in joined.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            word, _, rest = line.partition(" ")
+            result.append((word.upper(), rest.strip()))
+    return result
+
+
+INSTRUCTIONS = instructions(DOCKERFILE.read_text())
+
+
+def final_stage() -> list[tuple[str, str]]:
+    starts = [i for i, (word, _) in enumerate(INSTRUCTIONS) if word == "FROM"]
+    return INSTRUCTIONS[starts[-1] :]
+
+
+def args_of(word: str, stage: list[tuple[str, str]] | None = None) -> list[str]:
+    return [rest for w, rest in (stage or INSTRUCTIONS) if w == word]
+
+
+def hadolint(path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(HADOLINT), "--failure-threshold", "error", "--no-color", str(path)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def test_hadolint_finds_no_error():
+    result = hadolint(DOCKERFILE)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_hadolint_fails_on_a_planted_error(tmp_path):
+    planted = tmp_path / "Dockerfile"
+    # DL3000 (error): WORKDIR must be absolute.
+    planted.write_text(DOCKERFILE.read_text() + "\nWORKDIR relative/path\n")
+    result = hadolint(planted)
+    assert result.returncode != 0 and "DL3000" in result.stdout
+
+
+def test_every_stage_is_named_and_the_base_is_a_pinned_cuda_13_ubuntu_24_04_tag():
+    froms = args_of("FROM")
+    assert all(" AS " in f for f in froms), froms
+    base = next(rest for w, rest in INSTRUCTIONS if w == "ARG" and rest.startswith("CUDA_IMAGE="))
+    assert re.fullmatch(r"CUDA_IMAGE=nvidia/cuda:13\.0\.\d+-(runtime|devel)-ubuntu24\.04", base), base
+    assert [f.split(" AS ")[1] for f in froms] == ["base", "deps", "project", "aot", "final"]
+
+
+def test_vllm_pin_matches_what_sagemaker_deploy_plans_for():
+    pins = dict(rest.split("=", 1) for w, rest in INSTRUCTIONS if w == "ARG" and "=" in rest)
+    assert pins["VLLM_VERSION"] == IMAGE_VLLM_VERSION == "0.26.0"
+    assert pins["TORCH_VERSION"] == "2.11.0" and pins["FLASHINFER_VERSION"] == "0.6.14"
+    assert pins["TORCH_INDEX_URL"].endswith("/cu130")
+
+
+def test_final_stage_keeps_the_sagemaker_contract():
+    final = final_stage()
+    assert json.loads(args_of("ENTRYPOINT", final)[0]) == ["python3", "-m", "entrypoint"]
+    assert json.loads(args_of("CMD", final)[0]) == ["serve"]
+    assert args_of("EXPOSE", final) == ["8080"]
+    assert any("com.amazonaws.sagemaker.capabilities.accept-bind-to-port=true" in a for a in args_of("LABEL", final))
+    health = args_of("HEALTHCHECK", final)[0]
+    assert "healthcheck.sh" in health and "--start-period" in health
+    env = " ".join(args_of("ENV", final))
+    for setting in (
+        "VLLM_NO_USAGE_STATS=1",
+        "VLLM_WORKER_MULTIPROC_METHOD=spawn",
+        "PYTHONUNBUFFERED=1",
+        "HF_HOME=/tmp/",
+        "TRITON_CACHE_DIR=/opt/moe-serving/triton-cache",
+        "VLLM_TUNED_CONFIG_FOLDER=/opt/moe-serving/kernel-configs",
+        "MOE_SERVING_DEFAULT_PROPERTIES=/opt/moe-serving/serving.properties",
+    ):
+        assert setting in env, setting
+
+
+def test_the_default_properties_path_is_the_one_the_settings_loader_reads():
+    from entrypoint.settings import DEFAULT_PROPERTIES_PATH
+
+    final = " ".join(args_of("COPY", final_stage()))
+    assert f"serving.properties {DEFAULT_PROPERTIES_PATH}" in final
+
+
+def test_dependencies_are_installed_before_the_code_is_copied():
+    order = [(w, rest) for w, rest in INSTRUCTIONS if w in ("COPY", "RUN")]
+    deps = next(i for i, (w, rest) in enumerate(order) if w == "RUN" and "install_deps.sh" in rest)
+    first_code = next(i for i, (w, rest) in enumerate(order) if w == "COPY" and "entrypoint/" in rest)
+    assert deps < first_code
+
+
+def test_no_nvidia_driver_is_installed():
+    runs = " ".join(args_of("RUN")) + (REPO / "docker" / "install_system.sh").read_text()
+    assert not re.search(r"nvidia-driver|libnvidia-compute|cuda-drivers", runs)
+
+
+def dockerignore_allows(path: str, rules: list[str]) -> bool:
+    """Docker's rule: the last matching pattern wins; `!` re-includes; a directory match covers its files."""
+    allowed = True
+    for rule in rules:
+        negate = rule.startswith("!")
+        pattern = rule[1:] if negate else rule
+        pattern = pattern.rstrip("/")
+        parts = path.split("/")
+        prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+        glob = pattern.replace("**/", "*")
+        if any(fnmatch.fnmatchcase(p, glob) or fnmatch.fnmatchcase(p, pattern) for p in prefixes):
+            allowed = negate
+    return allowed
+
+
+def dockerignore_rules() -> list[str]:
+    lines = (REPO / ".dockerignore").read_text().splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
+def copy_sources() -> list[str]:
+    sources = []
+    for rest in args_of("COPY"):
+        if rest.startswith("--from="):
+            continue
+        words = [w for w in rest.split() if not w.startswith("--")]
+        sources += words[:-1]
+    return sources
+
+
+@pytest.mark.parametrize("source", copy_sources())
+def test_every_copy_source_exists_and_passes_the_dockerignore(source):
+    path = REPO / source
+    assert path.exists(), f"COPY {source}: not in the repository"
+    files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    rules = dockerignore_rules()
+    blocked = [str(f.relative_to(REPO)) for f in files if not dockerignore_allows(str(f.relative_to(REPO)), rules)]
+    assert not blocked, f"COPY {source}: .dockerignore keeps out {blocked[:5]}"
+
+
+def test_dockerignore_is_an_allowlist():
+    rules = dockerignore_rules()
+    assert rules[0] == "*"
+    for kept_out in (".venv/bin/python", ".git/HEAD", "tests/test_dockerfile.py", "benchmarks/x.py", "model/x"):
+        assert not dockerignore_allows(kept_out, rules), kept_out
+    assert not dockerignore_allows("entrypoint/__pycache__/cli.cpython-311.pyc", rules)
