@@ -32,7 +32,7 @@ case "$PHASE" in
                    --conc 1,8,16,64 --long-conc 1,8) ;;
   nemotron)  ARGS=(--models nemotron-3-nano-30b-a3b-fp8 --backends auto,triton,triton_tuned,plan
                    --conc 1,8,16,64 --long-conc 1,8) ;;
-  mixtral)   ARGS=(--models mixtral-8x7b-fp8-static --backends auto,triton,triton_tuned,plan
+  mixtral)   ARGS=(--models mixtral-8x7b-fp8-static --backends triton,triton_tuned,plan,auto
                    --conc 1,8,16,64 --long-conc 1 --timeout mixtral-8x7b-fp8-static:auto=240) ;;
   control)   ARGS=(--models qwen3-30b-a3b-fp8-block --backends auto,triton_tuned,plan,flashinfer_cutlass
                    --conc 1,8,16,64 --long-conc 1,8 --timeout qwen3-30b-a3b-fp8-block:flashinfer_cutlass=180) ;;
