@@ -17,6 +17,7 @@ from sagemaker_deploy.actions import delete, deploy, invoke, invoke_stream, lmi_
 from sagemaker_deploy.aws import DeployError, make_clients
 from sagemaker_deploy.planning import plan_for_instance, plan_json, plan_text
 from sagemaker_deploy.prepare import Request, prepare
+from sagemaker_deploy.sizing import size_of_local_model, timeouts_for
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -77,6 +78,11 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(plan_json(plan, args.instance_type), indent=2, sort_keys=True))
         else:
             print(plan_text(plan, args.instance_type))
+            if args.model and Path(args.model).is_dir():
+                size = size_of_local_model(Path(args.model))
+                t = timeouts_for(size)
+                gb = f"{size.bytes / 1e9:.1f} GB" if size.bytes else "unknown size"
+                print(f"sagemaker:   {gb} ({size.source}) → download timeout {t.download_s}s, startup {t.startup_s}s")
         return 0
     clients = make_clients(args.region)
     if args.command in ("deploy", "update"):
