@@ -59,8 +59,9 @@ bench-kernels:
 	python3 -m kernels.bench.bench_moe_configs
 	python3 -m kernels.bench.bench_fused_moe
 
+# On an H200 host with vLLM 0.26 importable, e.g. make bench-e2e MODELS=qwen3-30b-a3b-fp8-static BACKENDS=auto,plan,triton CONC=1,8,64
 bench-e2e:
-	python3 -m benchmarks.e2e --models "$(MODELS)" --backends "$(BACKENDS)" --conc "$(CONC)"
+	python3 -m benchmarks.e2e run $(if $(MODELS),--models $(MODELS)) $(if $(BACKENDS),--backends $(BACKENDS)) --conc $(CONC)
 
 tune:
 	python3 -m kernels.tune $(TUNE_ARGS)
