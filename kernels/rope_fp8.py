@@ -111,6 +111,14 @@ def rope_fp8_kernel(
         )  # fmt: skip
 
 
+def jit_binaries(kernel: Any, device: int) -> int:
+    """Binaries the JIT holds for `kernel` on `device` (Triton ≥ 3.2: device_caches; older: cache)."""
+    caches = getattr(kernel, "device_caches", None)
+    if caches is not None:
+        return len(caches[device][0])
+    return len(kernel.cache[device])
+
+
 def _shape(t: torch.Tensor) -> str:
     return f"{tuple(t.shape)} {t.dtype}"
 

@@ -163,7 +163,7 @@ GPU_SHAPES = [
 @pytest.mark.gpu
 @pytest.mark.skipif(not HAS_CUDA, reason="needs an NVIDIA GPU (make test-gpu)")
 @pytest.mark.parametrize("e,k,h,inter,scales,gated", GPU_SHAPES)
-@pytest.mark.parametrize("m", [1, 2, 4, 16, 64, 256])  # both sides of the PAIR/SCAN switch
+@pytest.mark.parametrize("m", [1, 4, 64, 256])  # both sides of the PAIR/SCAN switch
 @pytest.mark.parametrize("static", [False, True], ids=["dynamic", "static"])
 def test_gpu_model_shapes(e, k, h, inter, scales, gated, m, static):
     args, kw = make_problem(m, e, k, h, inter, scales=scales, static=static, gated=gated, seed=m)

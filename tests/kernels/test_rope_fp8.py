@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from kernels.reference import TOLERANCE, rel_err, rope_fp8_reference
-from kernels.rope_fp8 import BATCH_DEPENDENT_ARGS, launch_args, rope_fp8, rope_fp8_kernel
+from kernels.rope_fp8 import BATCH_DEPENDENT_ARGS, jit_binaries, launch_args, rope_fp8, rope_fp8_kernel
 from tests.kernels.conftest import DEVICE, HAS_CUDA
 from tests.kernels.jit_count import as_jit_function, cache_keys
 
@@ -110,10 +110,10 @@ def test_gpu_real_jit_compiles_once():
     pos = torch.randint(0, 4096, (MAX_T,), device="cuda")
     cache = make_cache(4096, d, torch.Generator(device="cuda").manual_seed(0))
     rope_fp8(qkv[:1, : hq * d].view(1, hq, d), qkv[:1, hq * d : (hq + hk) * d].view(1, hk, d), pos[:1], cache)
-    before = len(rope_fp8_kernel.device_caches[dev][0])
+    before = jit_binaries(rope_fp8_kernel, dev)
     for t in [*range(1, 300), *range(300, MAX_T + 1, 61), MAX_T]:
         q = qkv[:t, : hq * d].view(t, hq, d)
         k = qkv[:t, hq * d : (hq + hk) * d].view(t, hk, d)
         rope_fp8(q, k, pos[:t], cache, is_neox=True)
     torch.cuda.synchronize()
-    assert len(rope_fp8_kernel.device_caches[dev][0]) == before  # no compilation after the first launch
+    assert jit_binaries(rope_fp8_kernel, dev) == before  # no compilation after the first launch

@@ -1,0 +1,313 @@
+"""Our fused MoE vs vLLM's tuned Triton kernel vs CUTLASS grouped GEMM vs the HBM floor (H200).
+
+Per shape and M = 1..256, one CSV row (kernels/bench/results/h200_fused_moe.csv):
+  ours_us      fused_moe_fp8 with its default heuristic config,
+  ours_best_us best of a few alternative configs at M ≤ 4 (what tuning could add; config in best_cfg),
+  vllm_us      vLLM's fused_experts with this project's tuned configs (VLLM_TUNED_CONFIG_FOLDER=kernels/configs
+               when it holds files), empty when vLLM is not importable,
+  baseline_us  torch._scaled_grouped_mm (CUTLASS) doing the same expert work (routing sort excluded),
+  roofline_us  distinct experts' FP8 weight bytes ÷ HBM read bandwidth measured in this run.
+All timed the same way (kernels/moe_harness.py): R calls on R different uniform routings captured in
+one CUDA graph, so weights come from HBM (R·touched bytes ≥ 3× L2) and launch gaps are graph-short.
+Same weights for all three (vLLM's problem object). Llama-4 applies the router weight on the input in
+vLLM and on the output here: same bytes and FLOPs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+RESULTS = Path(__file__).resolve().parent / "results"
+CONFIGS_DIR = Path(__file__).resolve().parents[1] / "configs"
+SHAPES = (
+    "qwen3-30b-a3b:tp1",
+    "deepseek-v3:tp8",
+    "llama-4-maverick:tp8",
+    "mixtral-8x7b:tp1",
+    "nemotron-3-nano-30b-a3b:tp1",
+)
+BENCH_M = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+COLUMNS = (
+    "shape", "M", "ours_us", "ours_best_us", "vllm_us", "baseline_us", "roofline_us", "speedup_vs_vllm",
+    "pct_floor_ours", "pct_floor_vllm", "mode", "best_cfg", "rel_err_vs_vllm", "distinct_experts", "hbm_read_gbs",
+    "gpu", "torch", "triton", "vllm", "timestamp",
+)  # fmt: skip
+
+
+def setup_vllm() -> Any | None:
+    """Point vLLM at our tuned configs (before import) and import it; None when it is not installed."""
+    if any(CONFIGS_DIR.glob("*.json")):
+        os.environ.setdefault("VLLM_TUNED_CONFIG_FOLDER", str(CONFIGS_DIR))
+    try:
+        import vllm
+
+        from kernels import moe_harness
+
+        moe_harness.vllm_fused_moe()
+        return vllm
+    except Exception as exc:  # any import failure means "no vLLM here"
+        print(f"vLLM not importable ({type(exc).__name__}: {exc}); benchmarking ours vs CUTLASS vs floor only")
+        return None
+
+
+@dataclass
+class PlainProblem:
+    """The weights of moe_harness.MoEProblem without vLLM's quant config (when vLLM is absent)."""
+
+    shape: Any
+    device: str = "cuda"
+    w1: torch.Tensor = field(init=False)
+    w2: torch.Tensor = field(init=False)
+
+    def __post_init__(self) -> None:
+        s = self.shape
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        self.w1 = (torch.randn(s.e, s.n1, s.h, device="cuda", generator=gen) * 0.5).to(torch.float8_e4m3fn)
+        self.w2 = (torch.randn(s.e, s.h, s.n, device="cuda", generator=gen) * 0.5).to(torch.float8_e4m3fn)
+
+    def inputs(self, m: int, count: int, seed: int = 1) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+        from kernels.moe_harness import MoEProblem
+
+        return MoEProblem.inputs(self, m, count, seed)  # same routing generator, no vLLM needed
+
+
+def our_scales(problem: Any) -> dict[str, Any]:
+    """Scales for our kernel: vLLM's when present (identical problem), else the harness's recipe."""
+    s = problem.shape
+    qc = getattr(problem, "quant_config", None)
+    if qc is not None:
+        kw = dict(w13_scale=qc.w1_scale.float(), w2_scale=qc.w2_scale.float())
+        if s.block_shape:
+            return {**kw, "block_shape": list(s.block_shape)}
+        return {**kw, "a13_scale": qc.a1_scale.float().reshape(1), "a2_scale": qc.a2_scale.float().reshape(1)}
+    dev = "cuda"
+    if s.block_shape:
+        return dict(
+            w13_scale=torch.rand(s.e, s.n1 // 128, s.h // 128, device=dev) * 0.01 + 0.005,
+            w2_scale=torch.rand(s.e, s.h // 128, s.n // 128, device=dev) * 0.01 + 0.005,
+            block_shape=[128, 128],
+        )
+    return dict(
+        w13_scale=torch.rand(s.e, device=dev) * 0.01 + 0.005,
+        w2_scale=torch.rand(s.e, device=dev) * 0.01 + 0.005,
+        a13_scale=torch.full((1,), 0.02, device=dev),
+        a2_scale=torch.full((1,), 0.02, device=dev),
+    )
+
+
+def graph_us(run_all, reps_target_ms: float = 4.0, batches: int = 5, calls: int = 1) -> float:
+    """Median µs per call: `run_all()` (issuing `calls` calls) captured in a CUDA graph, replayed."""
+    run_all()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        run_all()
+    g.replay()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    g.replay()
+    end.record()
+    end.synchronize()
+    reps = max(1, min(200, int(reps_target_ms / max(start.elapsed_time(end), 1e-3))))
+    times = []
+    for _ in range(batches):
+        start.record()
+        for _ in range(reps):
+            g.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3 / (reps * calls))
+    del g
+    return sorted(times)[len(times) // 2]
+
+
+def sweep_configs(m: int, s: Any) -> list[Any]:
+    """A few alternatives to the heuristic for small M: split-K depth and tile widths."""
+    from kernels.fused_moe_fp8 import MoEKernelConfig, default_config
+
+    base = default_config(m, s.e, s.topk, s.h, s.n)
+    out = []
+    for split in (2, 8):
+        for bn1, bn2 in ((64, 16), (32, 32)):
+            cfg = MoEKernelConfig(pair_mode=base.pair_mode, block_n1=bn1, block_n2=bn2, split_k=split)
+            if cfg != base:
+                out.append(cfg)
+    return out
+
+
+def bench_shape(key: str, ms: tuple[int, ...], bw: float, have_vllm: bool, sweep_max_m: int) -> list[dict]:
+    from kernels import moe_harness
+    from kernels.bench.bench_moe_configs import GroupedMMBaseline, distinct_experts
+    from kernels.fused_moe_fp8 import default_config, fused_moe_fp8
+    from kernels.shapes import shape_by_key
+
+    s = shape_by_key(key)
+    problem = moe_harness.MoEProblem(s) if have_vllm else PlainProblem(s)
+    scales = our_scales(problem)
+    act = "silu" if s.model.gated else "relu2"
+    rows = []
+    for m in ms:
+        batch = problem.inputs(m, moe_harness.rotations(s, m))
+
+        def ours(cfg=None, batch=batch):
+            def run():
+                for x, w, ids in batch:
+                    fused_moe_fp8(x, problem.w1, problem.w2, w, ids, **scales, activation=act, config=cfg)
+
+            return graph_us(run, calls=len(batch))
+
+        row: dict[str, Any] = {"shape": key, "M": m}
+        try:
+            row["ours_us"] = ours()
+        except Exception as exc:  # record and continue with the other columns
+            print(f"[{key} M={m}] ours failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            row["ours_us"] = float("nan")
+        best, best_cfg = row["ours_us"], "default"
+        if m <= sweep_max_m:
+            for cfg in sweep_configs(m, s):
+                try:
+                    us = ours(cfg)
+                except Exception as exc:
+                    print(f"[{key} M={m}] {cfg} failed: {exc}", file=sys.stderr)
+                    continue
+                if us < best:
+                    best, best_cfg = us, f"split{cfg.split_k}/n1={cfg.block_n1}/n2={cfg.block_n2}"
+        row["ours_best_us"], row["best_cfg"] = best, best_cfg
+        row["mode"] = "pair" if default_config(m, s.e, s.topk, s.h, s.n).pair_mode else "scan"
+        if have_vllm:
+            try:
+                row["vllm_us"] = moe_harness.GraphTimer(problem, m).measure(None)
+                x, w, ids = batch[0]
+                ref = problem.run(x, w, ids).float()
+                mine = fused_moe_fp8(x, problem.w1, problem.w2, w, ids, **scales, activation=act).float()
+                row["rel_err_vs_vllm"] = float((mine - ref).norm() / ref.norm().clamp_min(1e-30))
+            except Exception as exc:
+                print(f"[{key} M={m}] vLLM failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        try:
+            row["baseline_us"] = GroupedMMBaseline(problem, batch).measure()
+        except Exception as exc:
+            print(f"[{key} M={m}] scaled_grouped_mm failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        d = distinct_experts(batch)
+        row["distinct_experts"] = round(d, 2)
+        row["roofline_us"] = d * s.weight_bytes_per_expert() / (bw * 1e9) * 1e6
+        for col in ("ours", "vllm"):
+            if row.get(f"{col}_us"):
+                row[f"pct_floor_{col}"] = round(100 * row["roofline_us"] / row[f"{col}_us"], 1)
+        if row.get("vllm_us") and row.get("ours_us"):
+            row["speedup_vs_vllm"] = round(row["vllm_us"] / row["ours_us"], 3)
+        print(
+            f"{key:28s} M={m:4d} ours={row['ours_us']:8.2f} best={best:8.2f}"
+            f" vllm={row.get('vllm_us', float('nan')):8.2f}"
+            f" cutlass={row.get('baseline_us', float('nan')):8.2f} floor={row['roofline_us']:7.2f} us",
+            flush=True,
+        )
+        rows.append(row)
+    return rows
+
+
+def markdown(rows: list[dict]) -> str:
+    lines = [
+        "| shape | M | ours µs | vLLM tuned µs | CUTLASS µs | floor µs | ours / vLLM | ours % floor |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+
+    def f(r: dict, k: str) -> str:
+        v = r.get(k)
+        return f"{v:.1f}" if isinstance(v, float) else ("" if v is None else str(v))
+
+    for r in rows:
+        lines.append(
+            f"| {r['shape']} | {r['M']} | {f(r, 'ours_us')} | {f(r, 'vllm_us')} | {f(r, 'baseline_us')} "
+            f"| {f(r, 'roofline_us')} "
+            f"| {r.get('speedup_vs_vllm', '')} | {r.get('pct_floor_ours', '')} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shapes = sorted({r["shape"] for r in rows})
+    fig, axes = plt.subplots(1, len(shapes), figsize=(4 * len(shapes), 3.5), squeeze=False)
+    for ax, shape in zip(axes[0], shapes, strict=True):
+        rs = [r for r in rows if r["shape"] == shape]
+        for col, label in (("ours_us", "ours"), ("vllm_us", "vLLM tuned"), ("baseline_us", "CUTLASS grouped")):
+            pts = [(r["M"], 100 * r["roofline_us"] / r[col]) for r in rs if r.get(col)]
+            if pts:
+                ax.plot(*zip(*pts, strict=True), marker="o", label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_title(shape, fontsize=9)
+        ax.set_xlabel("M (tokens)")
+        ax.set_ylabel("% of HBM floor")
+        ax.set_ylim(0, 110)
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def write_outputs(rows: list[dict], meta: dict, out: Path) -> None:
+    with open(out / "h200_fused_moe.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow({**meta, **r})
+    (out / "h200_fused_moe.md").write_text(markdown(rows))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shapes", default=",".join(SHAPES))
+    ap.add_argument("--ms", default=",".join(map(str, BENCH_M)))
+    ap.add_argument("--sweep-max-m", type=int, default=1, help="try alternative configs up to this M (0: none)")
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("bench_fused_moe needs an NVIDIA GPU", file=sys.stderr)
+        return 2
+    import triton
+
+    from kernels.bench.bench_moe_configs import hbm_read_gbs
+
+    vllm = setup_vllm()
+    bw = hbm_read_gbs()
+    print(f"HBM read bandwidth {bw:.0f} GB/s", flush=True)
+    meta = dict(
+        gpu=torch.cuda.get_device_name(),
+        torch=torch.__version__,
+        triton=triton.__version__,
+        vllm=getattr(vllm, "__version__", "absent"),
+        timestamp=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        hbm_read_gbs=round(bw, 1),
+    )
+    rows: list[dict] = []
+    args.out.mkdir(parents=True, exist_ok=True)
+    for key in args.shapes.split(","):
+        try:
+            rows += bench_shape(key, tuple(int(m) for m in args.ms.split(",")), bw, vllm is not None, args.sweep_max_m)
+        except Exception as exc:  # one shape failing must not lose the others
+            print(f"[{key}] failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        write_outputs(rows, meta, args.out)  # after every shape: a timeout keeps what was measured
+    try:
+        plot(rows, args.out / "h200_fused_moe.png")
+    except Exception as exc:  # matplotlib may be missing on the GPU host
+        print(f"plot skipped: {exc}", file=sys.stderr)
+    print(markdown(rows))
+    return 0 if rows else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The ONE H200 run for issue 7 (our FP8 fused MoE + fused RoPE/FP8): correctness, then benchmarks.
+# Run from the repository root; torch 2.11 + Triton 3.6 from the host image; vLLM 0.26 optional
+# (offline bundle at PYTHONPATH=/root/site; without it the MoE bench compares ours vs CUTLASS vs floor).
+#
+#   bash kernels/device/kernels_check_and_bench.sh            (≈ 5–7 min; every stage has its own timeout)
+#
+# Stages, each guarded (a failure is logged and the next stage still runs):
+#   1 preflight   GPU, versions, vLLM importable?
+#   2 gpu-tests   python3 -m pytest -m gpu tests/kernels  (real model shapes, both routing modes; real JIT
+#                 compile count of the RoPE kernel)                                    ≤ 150 s
+#   3 rope-bench  kernels.bench.bench_rope_fp8 → h200_rope_fp8.csv                       ≤ 45 s
+#   4 moe-bench   kernels.bench.bench_fused_moe → h200_fused_moe.{csv,md,png}            ≤ 240 s
+#                 (CSV/MD rewritten after every shape, so a timeout keeps the finished shapes)
+# Everything lands in $OUT: run.log, gpu_tests.log, gpu_tests.xml, rope.log, moe.log, the CSVs/PNG/MD.
+# A short table is printed last.
+set -uo pipefail
+
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+export PYTHONPATH="$PWD:${VLLM_SITE:-/root/site}${PYTHONPATH:+:$PYTHONPATH}"
+export VLLM_LOGGING_LEVEL=${VLLM_LOGGING_LEVEL:-WARNING}
+export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/root/triton-ours-cache}
+PY=${PY:-python3}
+LOG="$OUT/run.log"
+STATUS=()
+
+log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$LOG"; }
+
+stage() {  # stage NAME TIMEOUT_S LOGFILE CMD...
+  local name=$1 limit=$2 logf=$3; shift 3
+  local t0=$SECONDS
+  log "stage $name: $* (timeout ${limit}s)"
+  timeout --kill-after=10 "$limit" "$@" >"$logf" 2>&1
+  local rc=$?
+  local dt=$((SECONDS - t0))
+  tail -n 5 "$logf" | sed 's/^/    /' | tee -a "$LOG"
+  log "stage $name: rc=$rc in ${dt}s"
+  STATUS+=("$name rc=$rc ${dt}s")
+  return 0
+}
+
+log "preflight"
+nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total,clocks.sm,clocks.mem --format=csv 2>&1 | tee -a "$LOG"
+$PY - <<'PY' 2>&1 | tail -n 4 | tee -a "$LOG"
+import torch, triton
+print("torch", torch.__version__, "triton", triton.__version__, "cuda", torch.cuda.is_available())
+try:
+    import vllm
+    print("vllm", vllm.__version__)
+except Exception as exc:
+    print("vllm not importable:", type(exc).__name__, exc)
+PY
+
+stage gpu-tests 150 "$OUT/gpu_tests.log" \
+  "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/kernels --junitxml="$OUT/gpu_tests.xml" --maxfail=10
+stage rope-bench 45 "$OUT/rope.log" "$PY" -m kernels.bench.bench_rope_fp8 --out "$OUT"
+stage moe-bench 240 "$OUT/moe.log" "$PY" -m kernels.bench.bench_fused_moe --out "$OUT" --sweep-max-m 1
+
+echo
+echo "==== summary ===="
+printf '%s\n' "${STATUS[@]}"
+grep -E "passed|failed|error" "$OUT/gpu_tests.log" | tail -n 2
+grep -E "^rope " "$OUT/rope.log" | awk 'NR % 7 == 1 || NR % 7 == 0' | head -n 6
+if [ -f "$OUT/h200_fused_moe.md" ]; then
+  grep -E "\| (1|2|4|16|64|256) \|" "$OUT/h200_fused_moe.md" | cut -c1-110
+else
+  grep -E "M= *[0-9]+ ours" "$OUT/moe.log" | tail -n 20
+fi
