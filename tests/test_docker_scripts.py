@@ -93,6 +93,13 @@ def test_install_project_installs_a_real_package_into_a_scratch_venv(tmp_path):
         [str(py), "-m", "entrypoint", "--help"], capture_output=True, text=True, cwd="/", timeout=60
     )
     assert helped.returncode == 0 and "serve" in helped.stdout
+    # The resolver's package data (vLLM capability snapshots) came along: plan for the image's vLLM.
+    model = REPO / "tests" / "fixtures" / "models" / "qwen3-30b-a3b-fp8-static-synthetic"
+    resolve = [str(py), "-m", "entrypoint", "resolve", "--model", str(model), "--gpu", "H200", "--num-gpus", "8",
+               "--vllm-version", "0.26.0", "--json"]  # fmt: skip
+    resolved = subprocess.run(resolve, capture_output=True, text=True, cwd="/", timeout=60)
+    assert resolved.returncode == 0, resolved.stderr
+    assert json.loads(resolved.stdout)["moe_backend"] == "triton"
 
 
 @pytest.mark.parametrize(
