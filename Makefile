@@ -39,6 +39,7 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/hadolint --failure-threshold error Dockerfile
+	$(VENV)/bin/shellcheck docker/*.sh scripts/*.sh benchmarks/device/*.sh kernels/device/*.sh
 
 test: venv lint
 	$(PY) -m pytest -q -p no:cacheprovider tests
@@ -79,11 +80,11 @@ image-test: image
 	bash docker/image_test.sh $(IMAGE) $(MODEL_DIR)
 
 plan: venv
-	$(PY) -m sagemaker_deploy plan --instance-type $(INSTANCE_TYPE) --properties $(PROPERTIES)
+	$(PY) -m sagemaker_deploy plan --instance-type $(INSTANCE_TYPE) --properties $(PROPERTIES) $(if $(MODEL),--model $(MODEL))
 
 deploy: venv
 	$(PY) -m sagemaker_deploy deploy --endpoint-name $(ENDPOINT_NAME) --instance-type $(INSTANCE_TYPE) \
-	  --image-uri "$(IMAGE_URI)" --role "$(ROLE_ARN)" --properties $(PROPERTIES)
+	  --image-uri "$(IMAGE_URI)" --role "$(ROLE_ARN)" --properties $(PROPERTIES) $(if $(MODEL_DATA),--model-data $(MODEL_DATA))
 
 invoke: venv
 	$(PY) -m sagemaker_deploy invoke --endpoint-name $(ENDPOINT_NAME) --prompt "$(or $(PROMPT),What is a mixture of experts?)"
