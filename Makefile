@@ -41,11 +41,12 @@ lint: venv
 	$(VENV)/bin/hadolint --failure-threshold error Dockerfile
 	$(VENV)/bin/shellcheck docker/*.sh scripts/*.sh benchmarks/device/*.sh kernels/device/*.sh
 
+# GPU tests (-m gpu) run on an H200 with `make test-gpu`; they are deselected here, not skipped.
 test: venv lint
-	$(PY) -m pytest -q -p no:cacheprovider tests
+	$(PY) -m pytest -q -p no:cacheprovider -m "not gpu" tests
 
 test-unit: venv
-	$(PY) -m pytest -q -p no:cacheprovider -m "not e2e" tests
+	$(PY) -m pytest -q -p no:cacheprovider -m "not e2e and not gpu" tests
 
 test-e2e: venv
 	$(PY) -m pytest -q -p no:cacheprovider -m e2e tests
@@ -59,6 +60,7 @@ bench: bench-kernels bench-e2e
 bench-kernels:
 	python3 -m kernels.bench.bench_moe_configs
 	python3 -m kernels.bench.bench_fused_moe
+	python3 -m kernels.bench.bench_rope_fp8
 
 # On an H200 host with vLLM 0.26 importable, e.g. make bench-e2e MODELS=qwen3-30b-a3b-fp8-static BACKENDS=auto,plan,triton CONC=1,8,64
 bench-e2e:
