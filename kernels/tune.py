@@ -305,6 +305,36 @@ def write_shape(
     return path
 
 
+README_HEAD = """# Tuned H200 tiles for vLLM's Triton fused-MoE kernel
+
+vLLM-named files (`E=..,N=..,device_name=NVIDIA_H200,dtype=fp8_w8a8[,block_shape=[128,128]].json`),
+read by vLLM when `VLLM_TUNED_CONFIG_FOLDER` points here (the resolver sets it when the Triton MoE
+backend runs). Each file maps batch size M → tile; vLLM uses the entry with the closest M. M values
+not in "tuned M" carry vLLM's own tile for that M (its shipped file's entry, else its default
+heuristic), so a file is never worse than no file. Generated from `provenance.json` by
+`python -m kernels.tune --write-readme`; regenerate the files with
+`kernels/device/tune_and_bench.sh tune` on an H200 (see docs/kernels-tuning.md).
+
+| file | shape | tuned M | best speedup vs vLLM (M) | GPU | vLLM | Triton | date | command |
+|---|---|---|---|---|---|---|---|---|
+"""
+
+
+def render_readme(prov: Mapping[str, Mapping[str, Any]]) -> str:
+    """kernels/configs/README.md: one row per shipped file, from provenance.json."""
+    rows = []
+    for name, p in sorted(prov.items(), key=lambda kv: kv[1]["shape"]):
+        sp = {int(m): v for m, v in p.get("speedup_vs_incumbent", {}).items()}
+        best = max(sp.items(), key=lambda kv: kv[1]) if sp else None
+        best_s = f"{best[1]:.3f} ({best[0]})" if best else "-"
+        tuned = ",".join(map(str, p["tuned_m"]))
+        rows.append(
+            f"| `{name}` | {p['shape']} | {tuned} | {best_s} | {p.get('gpu_version', '?')} | "
+            f"{p.get('vllm_version', '?')} | {p.get('triton_version', '?')} | {p['date'][:10]} | `{p['command']}` |"
+        )
+    return README_HEAD + "\n".join(rows) + "\n"
+
+
 def _versions() -> dict[str, str]:
     import torch
     import triton
@@ -328,11 +358,15 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="AOT compile processes")
     p.add_argument("--top", type=int, default=4, help="finalists re-measured besides the incumbent")
     p.add_argument("--margin", type=float, default=0.02, help="challenger must beat the incumbent by this")
+    p.add_argument("--write-readme", action="store_true", help="only render --out-dir/README.md from provenance")
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
+    if args.write_readme:
+        (args.out_dir / "README.md").write_text(render_readme(load_provenance(args.out_dir / "provenance.json")))
+        return 0
     t0 = time.monotonic()
     deadline = t0 + args.budget_s
     shapes = [shape_by_key(s) for s in args.shapes.split(",") if s] or list(SHIPPED)

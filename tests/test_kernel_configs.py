@@ -316,3 +316,22 @@ def test_a_tile_that_fails_to_compile_loses_instead_of_aborting(tmp_path):
     tuner, _ = make_tuner(tune.TuneState.load(None), cost=cost)
     rec = tuner.tune_m(SHAPE, 1)
     assert rec["tile"]["num_stages"] != 5
+
+
+def test_readme_has_one_row_per_file_and_is_current():
+    prov = cf.load_provenance()
+    readme = cf.CONFIG_DIR / "README.md"
+    assert (readme.read_text() if readme.exists() else tune.render_readme(prov)) == tune.render_readme(prov)
+    table_rows = [line for line in tune.render_readme(prov).splitlines() if line.startswith("| `E=")]
+    assert len(table_rows) == len(SHIPPED_FILES)
+
+
+def test_readme_row_says_how_the_file_was_produced(tmp_path):
+    tuner, _ = make_tuner(tune.TuneState.load(None))
+    finals = tuner.tune_shape(SHAPE, [1])
+    versions = {"triton": "3.6.0", "vllm": "0.26.0", "gpu": "NVIDIA H200"}
+    path = tune.write_shape(SHAPE, finals, default_tile, tmp_path, versions, "python -m kernels.tune --shapes x")
+    text = tune.render_readme(cf.load_provenance(tmp_path / "provenance.json"))
+    row = next(line for line in text.splitlines() if path.name in line)
+    for part in ("qwen3-30b-a3b:tp1", "NVIDIA H200", "0.26.0", "3.6.0", "python -m kernels.tune --shapes x", "(1)"):
+        assert part in row

@@ -48,6 +48,7 @@ phase_tune() {
   $PY -m kernels.tune --shapes "$SHAPES" --budget-s "${TUNE_BUDGET_S:-420}" --workers "$WORKERS" \
       --state "$OUT/tune_state.jsonl" --out-dir kernels/configs >>"$LOG" 2>&1 || rc=$?
   grep -E "µs  incumbent|^\{" "$LOG" | tail -n 40 || true
+  $PY -m kernels.tune --write-readme --out-dir kernels/configs >>"$LOG" 2>&1 || rc=$?
   tar -czf "$OUT/configs.tar.gz" kernels/configs
   local files
   files=$(find kernels/configs -name 'E=*.json' | wc -l)
