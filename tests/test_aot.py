@@ -113,6 +113,20 @@ def test_second_pass_is_all_cache_hits(baked):
     assert counts == {"misses": {}, "hits": {"fused_moe_kernel": 3}}
 
 
+def test_baked_first_manager_serves_the_baked_cache_after_vllm_moves_triton_cache_dir(baked, tmp_path):
+    cache, cfg, env, _ = baked
+    moved = dict(env, TRITON_CACHE_DIR=str(tmp_path / "vllm-compile-cache" / "triton_cache"))
+    moved.update(TRITON_CACHE_MANAGER="kernels.aot:BakedFirstCacheManager", MOE_BAKED_TRITON_CACHE=str(cache))
+    proc = _run(["-c", COUNT_SCRIPT, str(cfg)], moved)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"misses": {}, "hits": {"fused_moe_kernel": 3}}
+    # control: the same moved cache dir without the manager recompiles everything
+    del moved["TRITON_CACHE_MANAGER"]
+    moved["TRITON_CACHE_DIR"] = str(tmp_path / "other")
+    proc = _run(["-c", COUNT_SCRIPT, str(cfg)], moved)
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["misses"] == {"fused_moe_kernel": 3}
+
+
 def test_counter_fires_when_the_cache_does_not_hold_the_variant(baked, tmp_path):
     _, _, env, _ = baked
     other = _config(tmp_path / "cfg", dict(TILE, num_stages=3))  # one constexpr differs → new binaries
