@@ -16,10 +16,14 @@ headers — still apply, and `--api-key`, which guards /v1 only, keeps its docum
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import os
+import signal
 from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
 from typing import Any
 
 from entrypoint.lmi_translate import (
@@ -74,6 +78,9 @@ class LMIMiddleware:
         self.max_payload = _max_payload_bytes()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self.app(scope, _watch_lifespan(scope, receive), send)
+            return
         if scope["type"] != "http" or scope["path"] != INVOCATIONS or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
@@ -92,7 +99,7 @@ class LMIMiddleware:
         try:
             schema, body = classify_body(raw)
             if schema is not Schema.LMI:
-                await self.app(_json_scope(scope, raw), _replay(raw, receive), send)
+                await self._passthrough(_json_scope(scope, raw), _replay(raw, receive), send)
                 return
             req = parse_lmi_request(body)
         except LMIError as error:
@@ -116,7 +123,10 @@ class LMIMiddleware:
                 chunks.append(message.get("body", b""))
 
         try:
-            await self.app(scope, receive, capture)
+            await _call_guarded(self.app, scope, receive, capture)
+        except _EngineStopped:
+            await _send_json(send, 503, ENGINE_STOPPED.body())
+            return
         except Exception as exc:  # the engine failed under the handler: LMI's 500, logged
             logger.exception("LMI request failed inside vLLM")
             await _send_json(send, 500, LMIError(500, f"inference failed: {type(exc).__name__}").body())
@@ -172,10 +182,13 @@ class LMIMiddleware:
                     await send({"type": "http.response.body", "body": out, "more_body": more})
 
         try:
-            await self.app(scope, receive, relay)
+            await _call_guarded(self.app, scope, receive, relay)
         except Exception as exc:
-            logger.exception("LMI stream failed inside vLLM")
-            error = LMIError(500, f"inference failed: {type(exc).__name__}")
+            if isinstance(exc, _EngineStopped):
+                error = ENGINE_STOPPED
+            else:
+                logger.exception("LMI stream failed inside vLLM")
+                error = LMIError(500, f"inference failed: {type(exc).__name__}")
             if ended:
                 return
             if started:
@@ -187,9 +200,130 @@ class LMIMiddleware:
             error = vllm_error_to_lmi(error_status, b"".join(error_chunks))
             await _send_json(send, error.code, error.body())
 
+    async def _passthrough(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """OpenAI bodies go to vLLM as they are; only an engine stop mid-request is answered here."""
+        started = ended = event_stream = False
+
+        async def track(message: Message) -> None:
+            nonlocal started, ended, event_stream
+            if message["type"] == "http.response.start":
+                started = True
+                content_type = dict(_lower(message.get("headers", []))).get(b"content-type", b"")
+                event_stream = content_type.startswith(b"text/event-stream")
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                ended = True
+            await send(message)
+
+        try:
+            await _call_guarded(self.app, scope, receive, track)
+        except _EngineStopped:
+            error = {"error": {"message": ENGINE_STOPPED.message, "type": "ServiceUnavailableError", "code": 503}}
+            if not started:
+                await _send_json(send, 503, error)
+            elif not ended:
+                tail = b"data: " + json.dumps(error).encode() + b"\n\ndata: [DONE]\n\n" if event_stream else b""
+                await send({"type": "http.response.body", "body": tail, "more_body": False})
+
+
+# The engine stopped under an open request: SIGTERM (vLLM aborts or drains, then stops the engine
+# while connections stay open) or the engine process died. Without this, such a request waits
+# forever and uvicorn's shutdown waits for it, past SageMaker's 30 s.
+ENGINE_STOPPED = LMIError(503, "the inference engine stopped (server shutting down or engine failure); retry")
+GUARD_INTERVAL_S = 0.5
+
+
+class _EngineStopped(Exception):
+    pass
+
+
+def _engine_stopped(scope: Scope) -> bool:
+    """vLLM's EngineClient.errored (0.26 and 0.32): true once the engine is shut down or dead."""
+    app = scope.get("app")
+    engine = getattr(getattr(app, "state", None), "engine_client", None)
+    try:
+        return bool(engine is not None and engine.errored)
+    except Exception:  # an engine half torn down can raise from its properties: it is stopped
+        return True
+
+
+async def _call_guarded(app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+    """Run the downstream app; raise _EngineStopped if the engine stops before it returns."""
+    task = asyncio.ensure_future(app(scope, receive, send))
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=GUARD_INTERVAL_S)
+            if done:
+                task.result()
+                return
+            if _engine_stopped(scope):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+                raise _EngineStopped
+    except asyncio.CancelledError:  # this request was cancelled (client gone): take the child along
+        task.cancel()
+        raise
+
 
 class _Disconnected(Exception):
     pass
+
+
+# ---------------------------------------------------------------------------------------------
+# Exit status. vLLM's server stops by itself when its engine dies (its watchdog), but exits 0,
+# the same as after SIGTERM; a container that exits 0 is not seen as failed by `docker run
+# --restart on-failure` and the like. The middleware lives in the API server process, so it
+# records why the server stopped and entrypoint.serve turns an engine death into exit code 3.
+
+ENGINE_DIED_EXIT_CODE = 3
+
+
+@dataclass
+class _ServerState:
+    stop_requested: bool = False  # SIGTERM/SIGINT reached this process
+    engine_died: bool = False  # the engine was gone at shutdown and nobody asked for it
+
+
+SERVER_STATE = _ServerState()
+
+
+def _note_stop_signals() -> None:
+    """Chain a recorder in front of the Python-level SIGTERM/SIGINT handlers.
+
+    vLLM registers its handlers with loop.add_signal_handler, which is delivered through the
+    loop's wakeup fd whatever Python-level handler is installed; so replacing the (no-op)
+    Python-level one with a recorder that calls it keeps vLLM's shutdown path intact.
+    """
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        previous = signal.getsignal(signum)
+
+        def record(number: int, frame: Any, previous: Any = previous) -> None:
+            SERVER_STATE.stop_requested = True
+            if callable(previous):
+                previous(number, frame)
+
+        try:
+            signal.signal(signum, record)
+        except ValueError:  # not the main thread (an embedded server): leave signals alone
+            return
+
+
+def _watch_lifespan(scope: Scope, receive: Receive) -> Receive:
+    async def watched() -> Message:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            _note_stop_signals()
+        elif message["type"] == "lifespan.shutdown" and not SERVER_STATE.stop_requested and _engine_stopped(scope):
+            SERVER_STATE.engine_died = True
+            logger.error("the inference engine died; the server stops with exit code %d", ENGINE_DIED_EXIT_CODE)
+        return message
+
+    return watched
+
+
+def exit_code() -> int:
+    """What the server process should exit with once vLLM's CLI has returned."""
+    return ENGINE_DIED_EXIT_CODE if SERVER_STATE.engine_died else 0
 
 
 async def _read_body(receive: Receive, limit: int | None) -> bytes:
@@ -224,6 +358,10 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 
 def _headers(scope: Scope) -> dict[str, str]:
     return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+
+
+def _lower(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    return [(k.lower(), v) for k, v in headers]
 
 
 def _without(headers: list[tuple[bytes, bytes]], *names: bytes) -> list[tuple[bytes, bytes]]:

@@ -2,9 +2,9 @@
 
 The process ends in `os.execvpe`, so vLLM's API server *is* the container's main process: SIGTERM
 from `docker stop` / SageMaker reaches it directly, and when the engine dies the server exits
-non-zero and the container with it (no supervisor; docs/serving.md says why). The vLLM CLI is run
-as a module (`python -m vllm.entrypoints.cli.main serve ...`, present in vLLM 0.26 and 0.32), so no
-console script on PATH is needed — the CPU build's `vllm` script needs a metadata fix-up.
+non-zero and the container with it (no supervisor; docs/serving.md says why). vLLM's CLI is called
+in-process by `python -m entrypoint.serve serve ...` (run_vllm_cli), so no console script on PATH is
+needed (the CPU build's `vllm` script needs a metadata fix-up) and an engine death exits non-zero.
 """
 
 from __future__ import annotations
@@ -23,7 +23,9 @@ from entrypoint.plan import Plan
 
 log = logging.getLogger("entrypoint.serve")
 
-VLLM_CLI = ("-m", "vllm.entrypoints.cli.main", "serve")
+# vLLM's CLI runs inside this module (see run_vllm_cli) so the exit status can report an engine
+# death; the process is still vLLM's API server itself, exec'd, with nothing in between.
+VLLM_CLI = ("-m", "entrypoint.serve", "serve")
 # Where an s3:// model is synchronised before vLLM starts; resumable across restarts of the
 # container as long as the directory survives (mount a volume there to keep it).
 DOWNLOAD_DIR_ENV = "MOE_SERVING_DOWNLOAD_DIR"
@@ -85,6 +87,21 @@ def fetch_if_remote(plan: Plan, environ: Mapping[str, str]) -> Plan:
     return with_model(plan, str(local))
 
 
+def run_vllm_cli(args: list[str]) -> int:
+    """`vllm <args>` in this process (vLLM 0.26 and 0.32 both have vllm.entrypoints.cli.main.main).
+
+    vLLM exits 0 both after SIGTERM and when its engine died; the middleware, loaded in this same
+    process, tells the two apart and the death becomes a non-zero exit status.
+    """
+    from vllm.entrypoints.cli.main import main as vllm_main
+
+    from entrypoint.lmi_middleware import exit_code
+
+    sys.argv = ["vllm", *args]
+    vllm_main()
+    return exit_code()
+
+
 def serve_main(ns: argparse.Namespace) -> NoReturn:
     """Resolve, fetch, log the plan, and exec vLLM. ConfigError propagates (the CLI exits 2)."""
     from entrypoint.planning import build_plan
@@ -99,3 +116,7 @@ def serve_main(ns: argparse.Namespace) -> NoReturn:
     sys.stdout.flush()
     sys.stderr.flush()
     os.execvpe(argv[0], argv, env)
+
+
+if __name__ == "__main__":
+    sys.exit(run_vllm_cli(sys.argv[1:]))

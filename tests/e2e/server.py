@@ -82,14 +82,21 @@ class Server:
             return "(no log)"
         return "\n".join(text.splitlines()[-lines:])
 
-    def children(self) -> list[int]:
-        """PIDs of the server's child processes (vLLM's EngineCore)."""
+    def engine_pids(self) -> list[int]:
+        """PIDs of the server's vLLM EngineCore children (their title is VLLM::EngineCore)."""
         assert self.proc is not None
         try:
             raw = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text()
         except OSError:
             return []
-        return [int(pid) for pid in raw.split()]
+        pids = []
+        for pid in map(int, raw.split()):
+            try:
+                if "EngineCor" in Path(f"/proc/{pid}/comm").read_text():
+                    pids.append(pid)
+            except OSError:
+                continue
+        return pids
 
     def stop(self) -> int | None:
         if self.proc is None:

@@ -1,0 +1,128 @@
+"""Start, stop and die: what SageMaker does to a container, on servers of their own.
+
+- `make run`'s path (run-local) starts and answers /ping; the time is what docs/serving.md quotes.
+- SIGTERM with streams open: every client gets a complete answer or a clean final error line,
+  and the process is gone within SageMaker's 30 s.
+- The engine process dies: the server exits non-zero (no supervisor restarts it; the container
+  exits and SageMaker replaces it) and /ping stops answering 200.
+- An FP8 checkpoint on the CPU engine is refused at start, exit code 2, with a clear message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.e2e.server import CPU_ENV, REPO, Server, free_port
+
+SAGEMAKER_STOP_GRACE_S = 30.0
+
+
+def is_final_or_error(line: dict[str, Any]) -> bool:
+    return line.get("generated_text") is not None or set(line) == {"code", "error"}
+
+
+async def open_streams(url: str, count: int, started: asyncio.Event) -> list[tuple[list[dict[str, Any]], str | None]]:
+    async def one(client: httpx.AsyncClient, i: int) -> tuple[list[dict[str, Any]], str | None]:
+        lines: list[dict[str, Any]] = []
+        body = {
+            "inputs": f"long story {i}",
+            "parameters": {"max_new_tokens": 480, "ignore_eos_token": True},
+            "stream": True,
+        }
+        try:
+            async with client.stream("POST", "/invocations", json=body) as response:
+                async for raw in response.aiter_lines():
+                    if raw.strip():
+                        lines.append(json.loads(raw))
+                        started.set()
+        except httpx.HTTPError as exc:
+            return lines, repr(exc)
+        return lines, None
+
+    async with httpx.AsyncClient(base_url=url, timeout=SAGEMAKER_STOP_GRACE_S + 10) as client:
+        return await asyncio.gather(*(one(client, i) for i in range(count)))
+
+
+def test_run_local_then_sigterm_with_open_streams(tiny_model: Path, tmp_path: Path) -> None:
+    server = Server(["run-local"], tmp_path / "run-local.log", env={"MOE_SERVING_TINY_MODEL_DIR": str(tiny_model)})
+    server.start()
+    print(f"run-local: first /ping 200 after {server.started_in_s:.1f} s")
+    assert server.proc is not None
+
+    async def scenario() -> tuple[list[tuple[list[dict[str, Any]], str | None]], float]:
+        started = asyncio.Event()
+        streams = asyncio.ensure_future(open_streams(server.url, 8, started))
+        await asyncio.wait_for(started.wait(), timeout=60)
+        signalled = time.monotonic()
+        server.proc.send_signal(signal.SIGTERM)
+        results = await streams
+        while server.proc.poll() is None and time.monotonic() - signalled < SAGEMAKER_STOP_GRACE_S + 5:
+            await asyncio.sleep(0.1)
+        return results, time.monotonic() - signalled
+
+    results, exit_after = asyncio.run(scenario())
+    assert server.proc.poll() is not None, "server still running after SIGTERM"
+    assert exit_after < SAGEMAKER_STOP_GRACE_S, f"exited {exit_after:.1f} s after SIGTERM"
+    for lines, transport_error in results:
+        assert transport_error is None, f"stream cut without a final line: {transport_error}"
+        assert lines and is_final_or_error(lines[-1]), f"last line is neither an answer nor an error: {lines[-1:]}"
+        assert all("token" in line for line in lines[:-1])
+    server.stop()
+
+
+def test_engine_death_stops_the_server_and_ping(tiny_model: Path, tmp_path: Path) -> None:
+    server = Server(["serve", "--model", str(tiny_model), "--host", "127.0.0.1"], tmp_path / "serve.log").start()
+    engines = server.engine_pids()
+    assert engines, "expected vLLM's EngineCore child process"
+    assert server.proc is not None
+    os.kill(engines[0], signal.SIGKILL)
+    killed = time.monotonic()
+    last_ok: float | None = None
+    while server.proc.poll() is None and time.monotonic() - killed < SAGEMAKER_STOP_GRACE_S:
+        try:
+            if httpx.get(server.url + "/ping", timeout=2).status_code == 200:
+                last_ok = time.monotonic() - killed
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    code = server.stop()
+    assert server.proc.returncode is not None and time.monotonic() - killed < SAGEMAKER_STOP_GRACE_S + 12
+    assert code != 0, "the container must exit non-zero when its engine dies"
+    # vLLM notices a dead engine at the next health check or its 5 s watchdog, not before.
+    assert last_ok is None or last_ok < 6.0, f"/ping answered 200 {last_ok:.1f} s after the engine died"
+
+
+def test_fp8_checkpoint_on_the_cpu_engine_is_refused_at_start(tiny_model: Path, tmp_path: Path) -> None:
+    config = json.loads((tiny_model / "config.json").read_text())
+    config["quantization_config"] = {
+        "quant_method": "fp8",
+        "activation_scheme": "dynamic",
+        "weight_block_size": [128, 128],
+    }
+    model = tmp_path / "fp8-moe"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(config))
+    argv = [sys.executable, "-m", "entrypoint", "serve", "--model", str(model), "--port", str(free_port())]
+    done = subprocess.run(argv, cwd=REPO, env={**os.environ, **CPU_ENV}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "fp8" in done.stderr and "CPU" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("port", ["0", "http", "70000"])
+def test_bad_port_is_refused_with_exit_2(port: str, tiny_model: Path) -> None:
+    env = {**os.environ, **CPU_ENV, "SAGEMAKER_BIND_TO_PORT": port}
+    argv = [sys.executable, "-m", "entrypoint", "serve", "--model", str(tiny_model)]
+    done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "SAGEMAKER_BIND_TO_PORT" in done.stderr, done.stderr
