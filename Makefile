@@ -21,7 +21,7 @@ MODELS ?=
 BACKENDS ?=
 CONC ?= 1,8,16,32,64
 
-.PHONY: help venv run test test-unit test-e2e test-gpu lint bench bench-kernels bench-e2e tune aot \
+.PHONY: help venv run test test-unit test-e2e test-gpu triton-aot-env lint bench bench-kernels bench-e2e tune aot \
         image image-run image-test plan deploy invoke delete clean
 
 help:
@@ -29,6 +29,12 @@ help:
 
 $(VENV)/.stamp: pyproject.toml scripts/setup_venv.sh
 	bash scripts/setup_venv.sh
+
+# Triton 3.6.0 + vLLM 0.26's fused_moe.py under build/, for the no-GPU AOT compile test (tests/test_aot.py).
+build/triton-3.6.0/.stamp build/vllm-0.26.0/fused_moe.py: scripts/setup_aot_env.sh | $(VENV)/.stamp
+	PY=$(PY) bash scripts/setup_aot_env.sh
+
+triton-aot-env: build/triton-3.6.0/.stamp build/vllm-0.26.0/fused_moe.py
 
 venv: $(VENV)/.stamp
 
@@ -42,7 +48,7 @@ lint: venv
 	$(VENV)/bin/shellcheck docker/*.sh scripts/*.sh benchmarks/device/*.sh kernels/device/*.sh
 
 # GPU tests (-m gpu) run on an H200 with `make test-gpu`; they are deselected here, not skipped.
-test: venv lint
+test: venv triton-aot-env lint
 	$(PY) -m pytest -q -p no:cacheprovider -m "not gpu" tests
 
 test-unit: venv
@@ -69,8 +75,9 @@ bench-e2e:
 tune:
 	python3 -m kernels.tune $(TUNE_ARGS)
 
+# Bake the Triton cache for the tuned configs (no GPU needed); the image does this in its aot stage.
 aot:
-	python3 -m kernels.aot $(AOT_ARGS)
+	python3 -m kernels.aot bake $(AOT_ARGS)
 
 image:
 	docker build -t $(IMAGE) .

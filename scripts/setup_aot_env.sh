@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# What tests/test_aot.py needs to compile vLLM 0.26's fused-MoE Triton kernel for sm_90 without a GPU,
+# exactly as the image will (docker/aot_cache.sh):
+#   build/triton-3.6.0/            Triton 3.6.0 (the image's: torch 2.11 pins it), installed with --target
+#   build/vllm-0.26.0/fused_moe.py the kernel source from the vllm==0.26.0 wheel (the image's vLLM)
+# The CPU venv's own Triton (3.9, from torch 2.13) would compute different cache keys.
+set -euo pipefail
+PY=${PY:-.venv/bin/python}
+BUILD=${BUILD:-build}
+TRITON_DIR="$BUILD/triton-3.6.0"
+VLLM_DIR="$BUILD/vllm-0.26.0"
+
+if [ ! -f "$TRITON_DIR/.stamp" ]; then
+  rm -rf "$TRITON_DIR"
+  "$PY" -m pip install -q --no-deps --no-compile --target "$TRITON_DIR" triton==3.6.0 2>&1 | grep -v "is ignored" || true
+  "$PY" -c "import sys; sys.path.insert(0, '$TRITON_DIR'); import triton; assert triton.__version__ == '3.6.0', triton.__version__"
+  touch "$TRITON_DIR/.stamp"
+fi
+
+if [ ! -f "$VLLM_DIR/fused_moe.py" ]; then
+  mkdir -p "$VLLM_DIR"
+  wheel=$(ls "$HOME"/.cache/offline-vllm-0.26.0/whl/vllm-0.26.0-*.whl 2>/dev/null | head -1 || true)
+  if [ -z "$wheel" ]; then
+    tmp=$(mktemp -d)
+    "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+      --platform manylinux_2_28_x86_64 -d "$tmp" vllm==0.26.0 2>&1 | grep -v "is ignored" || true
+    wheel=$(ls "$tmp"/vllm-0.26.0-*.whl)
+  fi
+  "$PY" - "$wheel" "$VLLM_DIR/fused_moe.py" <<'PYEOF'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as wheel:
+    data = wheel.read("vllm/model_executor/layers/fused_moe/fused_moe.py")
+open(sys.argv[2], "wb").write(data)
+PYEOF
+  [ -z "${tmp:-}" ] || rm -rf "$tmp"
+fi
+echo "aot env ready: $TRITON_DIR, $VLLM_DIR/fused_moe.py"
