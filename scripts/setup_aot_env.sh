@@ -19,12 +19,12 @@ fi
 
 if [ ! -f "$VLLM_DIR/fused_moe.py" ]; then
   mkdir -p "$VLLM_DIR"
-  wheel=$(ls "$HOME"/.cache/offline-vllm-0.26.0/whl/vllm-0.26.0-*.whl 2>/dev/null | head -1 || true)
+  wheel=$(find "$HOME/.cache/offline-vllm-0.26.0/whl" -name "vllm-0.26.0-*.whl" 2>/dev/null | head -1 || true)
   if [ -z "$wheel" ]; then
     tmp=$(mktemp -d)
     "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
       --platform manylinux_2_28_x86_64 -d "$tmp" vllm==0.26.0 2>&1 | grep -v "is ignored" || true
-    wheel=$(ls "$tmp"/vllm-0.26.0-*.whl)
+    wheel=$(find "$tmp" -name "vllm-0.26.0-*.whl" | head -1)
   fi
   "$PY" - "$wheel" "$VLLM_DIR/fused_moe.py" <<'PYEOF'
 import sys, zipfile
