@@ -43,6 +43,9 @@ class LMIError(Exception):
         return {"code": self.code, "error": self.message}
 
 
+_JSON_TYPE_NAMES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
+
+
 def _bad(field_name: str, value: object, expected: str) -> LMIError:
     shown = repr(value)
     if len(shown) > 80:
@@ -68,7 +71,7 @@ def classify_body(raw: bytes) -> tuple[Schema, dict[str, Any]]:
         raise LMIError(
             400,
             f"Input parsing failed: body must be a JSON object with 'inputs', 'prompt' or 'messages', "
-            f"got a JSON {type(body).__name__}",
+            f"got a JSON {_JSON_TYPE_NAMES.get(type(body), type(body).__name__)}",
         )
     present = [schema for schema in Schema if schema.value in body]
     if not present:

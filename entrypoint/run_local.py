@@ -55,12 +55,18 @@ def try_lines(port: int) -> list[str]:
     base = f"http://{LOCAL_HOST}:{port}"
     json_header = "-H 'Content-Type: application/json'"
     requests = [
-        ("LMI / TGI schema", '{"inputs": "What is a mixture of experts?", "parameters": {"max_new_tokens": 16, '
-                             '"details": true}}', ""),
-        ("LMI streaming (jsonlines)", '{"inputs": "Tell me a story", "parameters": {"max_new_tokens": 16}, '
-                                      '"stream": true}', "-N "),
+        (
+            "LMI / TGI schema",
+            '{"inputs": "What is a mixture of experts?", "parameters": {"max_new_tokens": 16, "details": true}}',
+            "",
+        ),
+        (
+            "LMI streaming (jsonlines)",
+            '{"inputs": "Tell me a story", "parameters": {"max_new_tokens": 16}, "stream": true}',
+            "-N ",
+        ),
         ("OpenAI chat on /invocations", '{"messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 16}', ""),
-    ]  # fmt: skip
+    ]
     lines = [f"curl {base}/ping"]
     for title, body, flags in requests:
         lines.append(f"# {title}")

@@ -48,8 +48,9 @@ def test_classify_body_picks_the_schema_from_the_keys(raw: bytes, schema: Schema
         pytest.param(b"  \n", "empty request body", id="blank body is refused"),
         pytest.param(b"{nope", "not valid JSON", id="broken JSON is refused"),
         pytest.param(b"\xff\xfe", "not valid JSON", id="non-UTF-8 bytes are refused"),
-        pytest.param(b"[1, 2]", "got a JSON list", id="a JSON list is refused"),
-        pytest.param(b'"text"', "got a JSON str", id="a JSON string is refused"),
+        pytest.param(b"[1, 2]", "got a JSON array", id="a JSON list is refused"),
+        pytest.param(b'"text"', "got a JSON string", id="a JSON string is refused"),
+        pytest.param(b"null", "got a JSON null", id="null is refused"),
         pytest.param(
             b'{"text": "hi"}',
             "must contain prompt, inputs, or messages (keys found: text)",
