@@ -34,6 +34,8 @@ from entrypoint.lmi_translate import (
     Schema,
     classify_body,
     completion_to_lmi,
+    dumps_line,
+    loads_vllm,
     parse_custom_attributes,
     parse_lmi_request,
     vllm_error_to_lmi,
@@ -137,7 +139,7 @@ class LMIMiddleware:
             await _send_json(send, error.code, error.body())
             return
         try:
-            answer = completion_to_lmi(json.loads(raw), req)
+            answer = completion_to_lmi(loads_vllm(raw), req)
         except (LMIError, ValueError, AttributeError, TypeError) as exc:
             error = exc if isinstance(exc, LMIError) else LMIError(500, f"unreadable vLLM answer: {exc}")
             await _send_json(send, error.code, error.body())
@@ -376,7 +378,7 @@ def _json_scope(scope: Scope, body: bytes) -> Scope:
 
 
 async def _send_json(send: Send, status: int, payload: Any) -> None:
-    body = json.dumps(payload, ensure_ascii=False).encode()
+    body = dumps_line(payload)
     await send(
         {
             "type": "http.response.start",

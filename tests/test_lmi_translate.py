@@ -18,10 +18,10 @@ from entrypoint.lmi_translate import (
     classify_body,
     completion_to_lmi,
     finish_reason_to_lmi,
-    iter_sse_data,
     parse_custom_attributes,
     parse_lmi_request,
     split_chunk_tokens,
+    split_sse,
     vllm_error_to_lmi,
 )
 
@@ -461,10 +461,12 @@ def test_split_chunk_tokens_texts_always_concatenate_to_the_chunk(
     assert "".join(t["text"] for t in tokens) == text
 
 
-def test_iter_sse_data_keeps_a_partial_event() -> None:
-    buffer = bytearray(b"data: 1\n\ndata: 2\n")
-    assert list(iter_sse_data(buffer)) == [b"1"]
-    assert bytes(buffer) == b"data: 2\n"
+def test_split_sse_keeps_a_partial_event() -> None:
+    assert split_sse(b"data: 1\n\ndata: 2\n") == ([b"1"], b"data: 2\n")
+
+
+def test_split_sse_joins_multi_line_data_and_skips_comments() -> None:
+    assert split_sse(b": ping\n\ndata: a\ndata: b\n\nevent: x\ndata:c\n\n") == ([b"a\nb", b"c"], b"")
 
 
 # ---------------------------------------------------------------------------------------------
