@@ -30,8 +30,8 @@ W_SCALE_TENSOR = 0  # (E,)
 W_SCALE_CHANNEL = 1  # (E, N)
 W_SCALE_BLOCK = 2  # (E, ceil(N/GROUP), ceil(K/GROUP)); activations then use per (row, K-group) scales
 
-FP8_MAX = 448.0
-MIN_SCALE = 1e-12
+FP8_MAX = tl.constexpr(448.0)
+MIN_SCALE = tl.constexpr(1e-12)
 
 
 @triton.jit

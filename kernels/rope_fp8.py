@@ -20,8 +20,8 @@ import torch
 import triton
 import triton.language as tl
 
-FP8_MAX = 448.0
-MIN_SCALE = 1e-12
+FP8_MAX = tl.constexpr(448.0)
+MIN_SCALE = tl.constexpr(1e-12)
 # Integer arguments whose value can change with the batch; never specialised on.
 BATCH_DEPENDENT_ARGS = ("num_tokens", "stride_qt", "stride_kt", "stride_qot", "stride_kot")
 # Programs per SM of the persistent grid: each program handles several tokens when the batch is large.

@@ -181,7 +181,11 @@ def test_shape_table_gives_vllm_e_and_n(key, e, n, n1):
 
 @pytest.mark.parametrize(
     "key, fragment",
-    [("gpt-9:tp1", "unknown model 'gpt-9'"), ("qwen3-30b-a3b:pp2", "split must look like"), ("qwen3-30b-a3b:tp5", "")],
+    [
+        ("gpt-9:tp1", "unknown model 'gpt-9'"),
+        ("qwen3-30b-a3b:pp2", "split must look like"),
+        ("qwen3-30b-a3b:tp5", "tp=5 does not divide expert_width=768"),
+    ],
 )
 def test_shape_key_errors_name_the_value(key, fragment):
     with pytest.raises(ValueError, match=fragment):
