@@ -85,7 +85,11 @@ COPY docker/healthcheck.sh /opt/moe-serving/docker/
 # (/opt/ml/model) or OPTION_* environment variables take precedence (see the file).
 COPY serving.properties /opt/moe-serving/serving.properties
 
-# LMI-like defaults. Everything written at run time lives under /tmp: SageMaker mounts
+# LMI-like defaults. VLLM_TUNED_CONFIG_FOLDER is deliberately not set here: the resolver sets it
+# (to MOE_SERVING_KERNEL_CONFIGS) only when the Triton MoE backend runs, and logs why; a user's own
+# VLLM_TUNED_CONFIG_FOLDER still wins. TRITON_CACHE_MANAGER reads the baked kernels first even when
+# vLLM moves TRITON_CACHE_DIR under torch.compile (kernels/aot.py, BakedFirstCacheManager).
+# Everything written at run time lives under /tmp: SageMaker mounts
 # /opt/ml/model read-only and the image may run as any user (docs/deploy.md).
 ENV PYTHONUNBUFFERED=1 \
     MOE_SERVING_DEFAULT_PROPERTIES=/opt/moe-serving/serving.properties \
@@ -95,7 +99,9 @@ ENV PYTHONUNBUFFERED=1 \
     FLASHINFER_WORKSPACE_BASE=/tmp/.cache \
     TORCHINDUCTOR_CACHE_DIR=/tmp/.cache/torchinductor \
     TRITON_CACHE_DIR=/opt/moe-serving/triton-cache \
-    VLLM_TUNED_CONFIG_FOLDER=/opt/moe-serving/kernel-configs \
+    TRITON_CACHE_MANAGER=kernels.aot:BakedFirstCacheManager \
+    MOE_BAKED_TRITON_CACHE=/opt/moe-serving/triton-cache \
+    MOE_SERVING_KERNEL_CONFIGS=/opt/moe-serving/kernel-configs \
     VLLM_NO_USAGE_STATS=1 \
     DO_NOT_TRACK=1 \
     VLLM_WORKER_MULTIPROC_METHOD=spawn \

@@ -16,7 +16,7 @@ from entrypoint.model_info import describe_model
 from entrypoint.model_source import read_model_configs
 from entrypoint.plan import Plan
 from entrypoint.settings import load_settings
-from entrypoint.tuned_configs import TunedConfigIndex
+from entrypoint.tuned_configs import TunedConfigIndex, default_config_dir
 from entrypoint.vllm_caps import detect_capabilities
 
 
@@ -50,5 +50,11 @@ def build_plan(
         f"vllm: {caps.version} ({caps.source})",
     )
     return resolve(
-        settings, description, gpus, caps, environ=env, tuned=TunedConfigIndex.scan(), context_reasons=context
+        settings,
+        description,
+        gpus,
+        caps,
+        environ=env,
+        tuned=TunedConfigIndex.scan(default_config_dir(env)),
+        context_reasons=context,
     )

@@ -9,10 +9,18 @@ name logic lives here once and tests/test_kernel_configs.py checks it against vL
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "kernels" / "configs"
+# The image copies the configs to a fixed path (docker/install_project.sh) and names it here.
+CONFIG_DIR_ENV = "MOE_SERVING_KERNEL_CONFIGS"
+
+
+def default_config_dir(environ: Mapping[str, str]) -> Path:
+    """The image's fixed copy when named, else the package's own kernels/configs."""
+    return Path(environ[CONFIG_DIR_ENV]) if environ.get(CONFIG_DIR_ENV) else CONFIG_DIR
 
 
 def vllm_device_name(gpu_name: str) -> str:

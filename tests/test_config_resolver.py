@@ -407,3 +407,20 @@ def test_valid_options_pass_through_as_separate_argv_elements(options):
             assert expected in args
         else:
             assert args[args.index(flag) + 1] == value  # the value intact, as its own element
+
+
+def test_the_image_config_folder_is_found_through_its_variable(tmp_path):
+    from entrypoint.tuned_configs import default_config_dir
+
+    (tmp_path / "E=128,N=768,device_name=NVIDIA_H200,dtype=fp8_w8a8.json").write_text("{}")
+    index = TunedConfigIndex.scan(default_config_dir({"MOE_SERVING_KERNEL_CONFIGS": str(tmp_path)}))
+    plan = resolve(settings(), model("native fp8 static"), simulate_gpus("H200"), CAPS, tuned=index)
+    assert plan.env["VLLM_TUNED_CONFIG_FOLDER"] == str(tmp_path)
+
+
+def test_the_shipped_configs_cover_the_first_rule_models():
+    # Qwen3-30B-A3B and Mixtral-8x7B FP8 static at TP1 on an H200: the rule's Triton run has tuned tiles.
+    index = TunedConfigIndex.scan()
+    assert index is not None
+    assert "E=128,N=768,device_name=NVIDIA_H200,dtype=fp8_w8a8.json" in index.names
+    assert "E=8,N=14336,device_name=NVIDIA_H200,dtype=fp8_w8a8.json" in index.names
