@@ -17,7 +17,6 @@ headers — still apply, and `--api-key`, which guards /v1 only, keeps its docum
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -78,6 +77,7 @@ class LMIMiddleware:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
         self.max_payload = _max_payload_bytes()
+        self.watch = _EngineWatch()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -125,7 +125,7 @@ class LMIMiddleware:
                 chunks.append(message.get("body", b""))
 
         try:
-            await _call_guarded(self.app, scope, receive, capture)
+            await self.watch.call(self.app, scope, receive, capture)
         except _EngineStopped:
             await _send_json(send, 503, ENGINE_STOPPED.body())
             return
@@ -184,7 +184,7 @@ class LMIMiddleware:
                     await send({"type": "http.response.body", "body": out, "more_body": more})
 
         try:
-            await _call_guarded(self.app, scope, receive, relay)
+            await self.watch.call(self.app, scope, receive, relay)
         except Exception as exc:
             if isinstance(exc, _EngineStopped):
                 error = ENGINE_STOPPED
@@ -217,7 +217,7 @@ class LMIMiddleware:
             await send(message)
 
         try:
-            await _call_guarded(self.app, scope, receive, track)
+            await self.watch.call(self.app, scope, receive, track)
         except _EngineStopped:
             error = {"error": {"message": ENGINE_STOPPED.message, "type": "ServiceUnavailableError", "code": 503}}
             if not started:
@@ -248,23 +248,47 @@ def _engine_stopped(scope: Scope) -> bool:
         return True
 
 
-async def _call_guarded(app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
-    """Run the downstream app; raise _EngineStopped if the engine stops before it returns."""
-    task = asyncio.ensure_future(app(scope, receive, send))
-    try:
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=GUARD_INTERVAL_S)
-            if done:
-                task.result()
-                return
-            if _engine_stopped(scope):
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
-                raise _EngineStopped
-    except asyncio.CancelledError:  # this request was cancelled (client gone): take the child along
-        task.cancel()
-        raise
+class _EngineWatch:
+    """Ends requests that wait on a stopped engine: one poller per server, no task per request.
+
+    Each guarded request registers its own task; a single background task checks the engine every
+    GUARD_INTERVAL_S while requests are open and cancels them once it has stopped. The cancelled
+    request turns the cancellation into _EngineStopped and answers it (see the callers).
+    """
+
+    def __init__(self) -> None:
+        self.open: set[asyncio.Task[Any]] = set()
+        self.stopped: set[asyncio.Task[Any]] = set()
+        self.poller: asyncio.Task[None] | None = None
+        self.scope: Scope | None = None  # any request's scope: it carries the app, hence the engine
+
+    async def call(self, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+        task = asyncio.current_task()
+        if task is None:  # not inside a task (cannot happen under uvicorn): run unguarded
+            await app(scope, receive, send)
+            return
+        self.scope = scope
+        self.open.add(task)
+        if self.poller is None or self.poller.done():
+            self.poller = asyncio.get_running_loop().create_task(self._poll())
+        try:
+            await app(scope, receive, send)
+        except asyncio.CancelledError:
+            if task not in self.stopped:
+                raise  # the client went away or the server is cancelling: not ours to answer
+            task.uncancel()
+            raise _EngineStopped from None
+        finally:
+            self.open.discard(task)
+            self.stopped.discard(task)
+
+    async def _poll(self) -> None:
+        while self.open:
+            await asyncio.sleep(GUARD_INTERVAL_S)
+            if self.scope is not None and _engine_stopped(self.scope):
+                for task in self.open - self.stopped:
+                    self.stopped.add(task)
+                    task.cancel()
 
 
 class _Disconnected(Exception):
