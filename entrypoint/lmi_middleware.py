@@ -116,35 +116,34 @@ class LMIMiddleware:
     async def _unary(self, req: LMIRequest, scope: Scope, receive: Receive, send: Send) -> None:
         status = 500
         chunks: list[bytes] = []
+        responded = False
 
         async def capture(message: Message) -> None:
-            nonlocal status
+            # Answer as soon as vLLM's body is complete: its handler may still run background
+            # work before returning, which the client must not wait for.
+            nonlocal status, responded
             if message["type"] == "http.response.start":
                 status = message["status"]
             elif message["type"] == "http.response.body":
                 chunks.append(message.get("body", b""))
+                if not message.get("more_body", False) and not responded:
+                    responded = True
+                    status_out, payload = _unary_answer(req, status, b"".join(chunks))
+                    await _send_json(send, status_out, payload)
 
         try:
             await self.watch.call(self.app, scope, receive, capture)
         except _EngineStopped:
-            await _send_json(send, 503, ENGINE_STOPPED.body())
+            if not responded:
+                await _send_json(send, 503, ENGINE_STOPPED.body())
             return
         except Exception as exc:  # the engine failed under the handler: LMI's 500, logged
             logger.exception("LMI request failed inside vLLM")
-            await _send_json(send, 500, LMIError(500, f"inference failed: {type(exc).__name__}").body())
+            if not responded:
+                await _send_json(send, 500, LMIError(500, f"inference failed: {type(exc).__name__}").body())
             return
-        raw = b"".join(chunks)
-        if status >= 400:
-            error = vllm_error_to_lmi(status, raw)
-            await _send_json(send, error.code, error.body())
-            return
-        try:
-            answer = completion_to_lmi(loads_vllm(raw), req)
-        except (LMIError, ValueError, AttributeError, TypeError) as exc:
-            error = exc if isinstance(exc, LMIError) else LMIError(500, f"unreadable vLLM answer: {exc}")
-            await _send_json(send, error.code, error.body())
-            return
-        await _send_json(send, 200, answer)
+        if not responded:  # vLLM returned without a complete body
+            await _send_json(send, 500, LMIError(500, "vLLM ended the request without an answer").body())
 
     async def _stream(self, req: LMIRequest, scope: Scope, receive: Receive, send: Send) -> None:
         translator = LMIStreamTranslator(req)
@@ -246,6 +245,19 @@ def _engine_stopped(scope: Scope) -> bool:
         return bool(engine is not None and engine.errored)
     except Exception:  # an engine half torn down can raise from its properties: it is stopped
         return True
+
+
+def _unary_answer(req: LMIRequest, status: int, raw: bytes) -> tuple[int, Any]:
+    """vLLM's complete unary response → (status, LMI JSON)."""
+    if status >= 400:
+        error = vllm_error_to_lmi(status, raw)
+        return error.code, error.body()
+    try:
+        return 200, completion_to_lmi(loads_vllm(raw), req)
+    except LMIError as error:
+        return error.code, error.body()
+    except (ValueError, AttributeError, TypeError) as exc:
+        return 500, LMIError(500, f"unreadable vLLM answer: {exc}").body()
 
 
 class _EngineWatch:
