@@ -55,10 +55,11 @@ RULES: tuple[Rule, ...] = (
         backend="triton",
         vllm_default="flashinfer_cutlass",
         evidence=(
-            "vendor measurement: +10% throughput on H200 at low concurrency (vLLM PR #50040, not merged as of "
-            "0.33); measured here on H200 with vLLM 0.26 (Qwen3-30B-A3B shape, 48 layers, FP8 static, 512 in / "
-            "256 out, decode tok/s, best of 3): Triton / FlashInfer CUTLASS = 1.148 at 1 concurrent request, "
-            "1.042 at 8, 1.011 at 16, 1.025 at 32, 1.032 at 64 (spread 0.5-4%): no crossover found up to 64"
+            "vendor: +10% throughput on H200 at low concurrency (vLLM PR #50040, unmerged as of 0.33); measured "
+            "here (benchmarks/e2e/results/h200_e2e.csv: H200, vLLM 0.26, Qwen3-30B-A3B shape, 48 layers, FP8 "
+            "static, 512 in / 128 out, decode tok/s, best of 3): this plan / vLLM auto (FlashInfer CUTLASS) = "
+            "1.130 at 1 concurrent request, 1.058 at 8, 1.058 at 16, 1.065 at 64, 1.131 at 4096 in (spread "
+            "<= 2.9%): no crossover up to 64"
         ),
         applies=_fp8_tensor_static_on_hopper,
     ),
