@@ -23,7 +23,7 @@ from entrypoint.model_types import ModelDescription, WeightDtype
 from entrypoint.plan import Plan
 from entrypoint.rules import RuleContext, first_matching_rule
 from entrypoint.settings import Settings
-from entrypoint.tuned_configs import TunedConfigIndex, config_file_name, moe_partition, vllm_device_name
+from entrypoint.tuned_configs import TunedConfigIndex, moe_partition, tuned_file_name
 from entrypoint.vllm_caps import VllmCapabilities
 
 MIDDLEWARE = "entrypoint.lmi_middleware.LMIMiddleware"
@@ -165,7 +165,7 @@ def _tuned_config_env(
     expert_parallel = engine.values.get("enable_expert_parallel") == "true"
     experts, n = moe_partition(moe.num_experts, moe.expert_intermediate_size, tp, expert_parallel)
     dtype = "fp8_w8a8" if model.quantization.is_fp8 else None
-    name = config_file_name(experts, n, vllm_device_name(device.name), dtype, model.quantization.block_shape)
+    name = tuned_file_name(experts, n, device.name, dtype, model.quantization.block_shape)
     found = "baked file matches" if name in tuned.names else "no baked file for this shape (vLLM falls back)"
     return {TUNED_FOLDER_ENV: tuned.folder}, [f"tuned configs: {TUNED_FOLDER_ENV}={tuned.folder}; {name}: {found}"]
 

@@ -4,7 +4,8 @@ vLLM looks a tuned file up by name (`VLLM_TUNED_CONFIG_FOLDER` first, then its s
 `E={E},N={N},device_name={name}[,dtype=fp8_w8a8][,block_shape=[bn,bk]].json`, E = local experts,
 N = per-partition intermediate size (w2.shape[2]), name = torch.cuda.get_device_name() with spaces
 as `_` (every H200 variant is `NVIDIA_H200`). A misnamed file is silently ignored by vLLM, so the
-name logic lives here once and tests/test_kernel_configs.py checks it against vLLM's own.
+name logic lives once, in kernels/config_files.py, and tests/test_kernel_configs.py checks it against
+vLLM's own.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from kernels.config_files import config_file_name
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "kernels" / "configs"
 # The image copies the configs to a fixed path (docker/install_project.sh) and names it here.
@@ -23,28 +26,11 @@ def default_config_dir(environ: Mapping[str, str]) -> Path:
     return Path(environ[CONFIG_DIR_ENV]) if environ.get(CONFIG_DIR_ENV) else CONFIG_DIR
 
 
-def vllm_device_name(gpu_name: str) -> str:
-    """What vLLM puts in the file name for this GPU (vLLM folds every H200 variant into one)."""
-    name = gpu_name.replace(" ", "_")
-    return "NVIDIA_H200" if "H200" in name else name
-
-
 def moe_partition(num_experts: int, intermediate: int, tp: int, expert_parallel: bool) -> tuple[int, int]:
     """(E, N) as vLLM sees them on one GPU: EP splits the experts, TP splits each expert's width."""
     if expert_parallel:
         return num_experts // tp, intermediate
     return num_experts, intermediate // tp
-
-
-def config_file_name(
-    num_experts: int, n: int, device_name: str, dtype: str | None, block_shape: tuple[int, int] | None
-) -> str:
-    parts = [f"E={num_experts}", f"N={n}", f"device_name={device_name}"]
-    if dtype:
-        parts.append(f"dtype={dtype}")
-    if block_shape:
-        parts.append(f"block_shape=[{block_shape[0]},{block_shape[1]}]")
-    return ",".join(parts) + ".json"
 
 
 @dataclass(frozen=True)
@@ -60,3 +46,10 @@ class TunedConfigIndex:
             return None
         names = frozenset(p.name for p in folder.glob("E=*.json"))
         return cls(str(folder), names) if names else None
+
+
+def tuned_file_name(
+    num_experts: int, n: int, gpu_name: str, dtype: str | None, block_shape: tuple[int, int] | None
+) -> str:
+    """The file vLLM will look for on this GPU (kernels.config_files holds the naming rules)."""
+    return config_file_name(num_experts, n, dtype, list(block_shape) if block_shape else None, device_name=gpu_name)
