@@ -16,6 +16,9 @@ MODE=${AOT_MODE:-compile}
 read -r -a extra <<<"${AOT_ARGS:-}"
 
 mkdir -p "$CACHE"
+# Under Triton's interpreter nothing is compiled, so a bake would silently produce an empty cache
+# (seen in `make test`: tests/kernels/conftest.py sets TRITON_INTERPRET=1 for the whole session).
+unset TRITON_INTERPRET
 case "$MODE" in
 compile)
     shopt -s nullglob
