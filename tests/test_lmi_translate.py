@@ -17,6 +17,7 @@ from entrypoint.lmi_translate import (
     Schema,
     classify_body,
     completion_to_lmi,
+    dumps_line,
     finish_reason_to_lmi,
     parse_custom_attributes,
     parse_lmi_request,
@@ -491,3 +492,10 @@ def test_custom_attributes(header: str | None, parsed: dict[str, str]) -> None:
 def test_custom_attributes_never_raise(header: str) -> None:
     parsed = parse_custom_attributes(header)
     assert all(key and key == key.strip() for key in parsed)
+
+
+@pytest.mark.parametrize("char", ["\x85", "\u2028", "\u2029", "\n", "\r"])
+def test_a_jsonlines_line_never_contains_a_raw_line_break(char: str) -> None:
+    line = dumps_line({"token": {"text": f"a{char}b"}})
+    assert len(line.decode().splitlines()) == 1
+    assert json.loads(line)["token"]["text"] == f"a{char}b"
