@@ -21,7 +21,7 @@ MODELS ?=
 BACKENDS ?=
 CONC ?= 1,8,16,32,64
 
-.PHONY: help venv run test test-unit test-e2e test-gpu triton-aot-env lint bench bench-kernels bench-e2e tune aot \
+.PHONY: help venv run test test-unit test-e2e test-gpu triton-aot-env lint bench bench-serving bench-kernels bench-e2e tune aot \
         image image-run image-test plan deploy invoke delete clean
 
 help:
@@ -62,6 +62,10 @@ test-gpu:
 	python3 -m pytest -q -p no:cacheprovider -m gpu tests
 
 bench: bench-kernels bench-e2e
+
+# Middleware latency/throughput against plain vLLM on the CPU engine (tiny model), any machine.
+bench-serving: venv
+	$(PY) -m benchmarks.serving.bench_middleware --out out/serving
 
 bench-kernels:
 	python3 -m kernels.bench.bench_moe_configs
