@@ -25,7 +25,9 @@ CONC ?= 1,8,16,32,64
         image image-run image-test plan deploy invoke delete clean
 
 help:
-	@grep -E '^#( |$$)' Makefile | sed 's/^# \{0,1\}//'
+	@awk '/^#/ { sub(/^# ?/, ""); print; next } { exit }' Makefile
+	@echo "targets: venv run test test-unit test-e2e test-gpu lint bench-serving bench-kernels bench-e2e tune aot"
+	@echo "         image image-run image-test plan deploy invoke delete clean"
 
 $(VENV)/.stamp: pyproject.toml scripts/setup_venv.sh
 	bash scripts/setup_venv.sh
