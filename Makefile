@@ -1,7 +1,7 @@
 # moe-serving: LMI-compatible vLLM serving for FP8 MoE models, H200 first.
 #
-#   make run    serve the embedded default (tiny MoE model on the CPU vLLM) on 127.0.0.1:8080,
-#               or the configured model on a GPU host
+#   make run    serve the embedded default (tiny MoE model on the CPU vLLM) on 127.0.0.1:8080;
+#               on a GPU host the image serves real models (make image-run MODEL_DIR=...)
 #   make test   lint + unit + end-to-end tests (sets up .venv itself)
 #
 # Every target fails loudly: no `|| true` on anything that matters.
