@@ -1,6 +1,7 @@
 """Ahead-of-time compile of vLLM's Triton fused-MoE kernel for sm_90 into a Triton cache — no GPU.
 
-Data flow: tuned tile files + decode batch sizes → every (shape, M, tile) → the kernel launches vLLM
+Data flow: tuned tile files + decode batch sizes + one batch size per Triton specialization any
+M in 1..max_tokens reaches (``prefill_sizes``) → every (shape, M, tile) → the kernel launches vLLM
 makes for it (GEMM1 and GEMM2, functional ``fused_experts`` path and modular ``TritonExperts`` path) →
 deduplicated by Triton specialization → ``JITFunction.warmup`` under a fake driver that reports an
 sm_90 target → Triton's own ``compile()`` writes ``TRITON_CACHE_DIR/<hash>/fused_moe_kernel.*``.
@@ -35,7 +36,7 @@ import multiprocessing
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,11 +48,13 @@ from kernels.shapes import SHIPPED, KernelShape, shape_by_key
 KERNEL_NAMES = ("write_zeros_to_output", "fused_moe_kernel")
 KERNEL_MODULE = "vllm.model_executor.layers.fused_moe.fused_moe"
 # vLLM 0.26's default CUDA-graph capture sizes (config/vllm.py) for max_cudagraph_capture_size=512:
-# [1, 2, 4] + range(8, 256, 8) + range(256, 513, 16). The engine also runs eager prefill sizes; those
-# hit the same binaries whenever their integer classes (==1, %16) match one of these.
+# [1, 2, 4] + range(8, 256, 8) + range(256, 513, 16). Eager prefill sizes are covered by DEFAULT_MAX_TOKENS.
 # Launch names start with the vLLM code path that makes them; the tuner times the functional one only.
 PATHS = ("functional", "modular", "both")
 DECODE_GRAPH_SIZES = (1, 2, 4, *range(8, 256, 8), *range(256, 513, 16))
+# Prefill / profile-run token counts go up to max_num_batched_tokens (vLLM 0.26's fused_moe.py does not
+# chunk M): bake every specialization any M up to this reaches. 16384 covers vLLM's defaults.
+DEFAULT_MAX_TOKENS = 16384
 
 
 def vllm_fused_moe_source() -> Path:
@@ -204,6 +207,33 @@ def variant_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...
     return sig, tuple(sorted((k, str(v)) for k, v in kwargs.items()))
 
 
+def spec_key(shape: KernelShape, m: int, tile: Tile) -> tuple[Any, ...]:
+    """What in vLLM's launches for batch size ``m`` changes with ``m`` and reaches ``variant_key``.
+
+    Per launch only these depend on M (``launches``): the tile (closest tuned M), the naive/aligned
+    path (tensor vs None ``sorted_token_ids``, a constexpr), and the Triton int classes of EM and
+    num_valid_tokens (a.size(0)·top_k). N, K, strides and scale strides are fixed per shape. GEMM1 of
+    both paths has the same A rows and top_k, so one (naive, EM, valid) triple per GEMM suffices.
+    Equal keys ⇒ equal variant keys (tests/test_aot.py checks that against the real launches).
+    """
+    bm = int(tile["BLOCK_SIZE_M"])
+    key: list[Any] = [tuple((k, int(tile[k])) for k in TILE_KEYS)]
+    for a_rows, top_k in ((m, shape.topk), (m * shape.topk, 1)):  # GEMM1 (both paths), GEMM2
+        naive, em, _, _ = _em(shape, m, a_rows, top_k, bm)
+        key.append((naive, _int_class(em), _int_class(a_rows * top_k)))
+    return tuple(key)
+
+
+def prefill_sizes(shape: KernelShape, table: Mapping[int, Tile], max_tokens: int) -> dict[tuple[Any, ...], int]:
+    """The smallest M in 1..max_tokens for each distinct ``spec_key``: baking these covers every M."""
+    from kernels.config_files import lookup
+
+    reps: dict[tuple[Any, ...], int] = {}
+    for m in range(1, max_tokens + 1):
+        reps.setdefault(spec_key(shape, m, lookup(table, m)), m)
+    return reps
+
+
 _KERNEL: Any = None
 
 
@@ -291,9 +321,13 @@ def _progress(total: int, desc: str) -> Any:
 
 
 def cases_from_configs(
-    config_dir: Path, batch_sizes: Iterable[int] = DECODE_GRAPH_SIZES, shapes: Iterable[KernelShape] = SHIPPED
+    config_dir: Path,
+    batch_sizes: Iterable[int] = DECODE_GRAPH_SIZES,
+    shapes: Iterable[KernelShape] = SHIPPED,
+    max_tokens: int = 0,
 ) -> list[Case]:
-    """Every (shape, M, tile) that vLLM will run for our shipped files at the decode graph sizes."""
+    """(shape, M, tile) for our shipped files: the ``batch_sizes`` (decode graph sizes), plus, when
+    ``max_tokens`` > 0, one M per specialization any batch of 1..max_tokens tokens reaches (prefill)."""
     from kernels.config_files import config_file_name, lookup
 
     by_name = {p.name: p for p in shipped_files(config_dir)}
@@ -303,7 +337,8 @@ def cases_from_configs(
         if path is None:
             continue
         table = read_config_file(path)
-        out.extend(Case.of(shape, m, lookup(table, m)) for m in batch_sizes)
+        sizes = sorted(set(batch_sizes) | set(prefill_sizes(shape, table, max_tokens).values()))
+        out.extend(Case.of(shape, m, lookup(table, m)) for m in sizes)
     return out
 
 
@@ -386,6 +421,22 @@ def cache_entries(cache_dir: Path) -> set[str]:
     return {d.name for d in cache_dir.iterdir() if d.is_dir() and any(d.glob("fused_moe_kernel.json"))}
 
 
+MAX_TOKENS_HELP = (
+    "also bake one batch size per kernel specialization any batch of 1..N tokens reaches (prefill, "
+    "profile run); N >= the engine's max_num_batched_tokens; 0 = --batch-sizes only"
+)
+
+
+def _max_tokens(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"--max-tokens={text!r}: expected an integer >= 0 (0 = decode sizes only)")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m kernels.aot", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -393,6 +444,7 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--cache-dir", type=Path, required=True, help="becomes TRITON_CACHE_DIR; use the final path")
     b.add_argument("--config-dir", type=Path, default=Path(__file__).resolve().parent / "configs")
     b.add_argument("--batch-sizes", default=",".join(map(str, DECODE_GRAPH_SIZES)))
+    b.add_argument("--max-tokens", type=_max_tokens, default=DEFAULT_MAX_TOKENS, help=MAX_TOKENS_HELP)
     b.add_argument("--shapes", default="", help="comma-separated shape keys (default: all shipped)")
     b.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     b.add_argument("--vllm-source", type=Path, default=None, help="vLLM's fused_moe.py (default: installed vllm)")
@@ -400,6 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--cache-dir", type=Path, required=True)
     c.add_argument("--config-dir", type=Path, default=Path(__file__).resolve().parent / "configs")
     c.add_argument("--batch-sizes", default=",".join(map(str, DECODE_GRAPH_SIZES)))
+    c.add_argument("--max-tokens", type=_max_tokens, default=DEFAULT_MAX_TOKENS, help=MAX_TOKENS_HELP)
     c.add_argument("--shapes", default="")
     c.add_argument("--json-out", type=Path, default=None)
     args = p.parse_args(argv)
@@ -410,7 +463,7 @@ def main(argv: list[str] | None = None) -> int:
         args.cache_dir.mkdir(parents=True, exist_ok=True)
         shapes = [shape_by_key(s) for s in args.shapes.split(",") if s] or list(SHIPPED)
         sizes = [int(x) for x in args.batch_sizes.split(",") if x]
-        cases = cases_from_configs(args.config_dir, sizes, shapes)
+        cases = cases_from_configs(args.config_dir, sizes, shapes, args.max_tokens)
         if not cases:
             print(f"no shipped config matches the requested shapes in {args.config_dir}", file=sys.stderr)
             return 2
@@ -439,7 +492,7 @@ def check(args: argparse.Namespace) -> int:
 
     shapes = [shape_by_key(s) for s in args.shapes.split(",") if s] or list(SHIPPED)
     sizes = [int(x) for x in args.batch_sizes.split(",") if x]
-    cases = cases_from_configs(args.config_dir, sizes, shapes)
+    cases = cases_from_configs(args.config_dir, sizes, shapes, args.max_tokens)
     per_shape: dict[str, dict[str, int]] = {}
     t0 = time.perf_counter()
     with CompileCounter() as counter:
@@ -448,11 +501,13 @@ def check(args: argparse.Namespace) -> int:
                 continue
             before = counter.misses.get("fused_moe_kernel", 0)
             problem = moe_harness.MoEProblem(shape)
-            for m in sizes:
+            shape_sizes = sorted({cs.m for cs in cases if cs.shape_key == shape.key})
+            for m in shape_sizes:
                 x, w, ids = problem.inputs(m, 1)[0]
                 problem.run(x, w, ids)
             torch.cuda.synchronize()
-            per_shape[shape.key] = {"sizes": len(sizes), "jit": counter.misses.get("fused_moe_kernel", 0) - before}
+            jit = counter.misses.get("fused_moe_kernel", 0) - before
+            per_shape[shape.key] = {"sizes": len(shape_sizes), "jit": jit}
             del problem
             torch.cuda.empty_cache()
     result = {

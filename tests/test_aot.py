@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from kernels import aot
 from kernels import config_files as cf
-from kernels.shapes import shape_by_key
+from kernels.shapes import SHIPPED, shape_by_key
 
 ROOT = Path(__file__).resolve().parents[1]
 TRITON36 = ROOT / "build" / "triton-3.6.0"
@@ -78,7 +79,7 @@ def baked(tmp_path_factory):
     cache, cfg = root / "cache", _config(root / "cfg", TILE)
     env = _env(cache)
     args = ["-m", "kernels.aot", "bake", "--cache-dir", str(cache), "--config-dir", str(cfg)]
-    args += ["--batch-sizes", "1", "--shapes", SHAPE.key, "--workers", "1"]
+    args += ["--batch-sizes", "1", "--max-tokens", "0", "--shapes", SHAPE.key, "--workers", "1"]
     proc = _run(args, env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return cache, cfg, env, json.loads(proc.stdout.strip().splitlines()[-1])
@@ -200,3 +201,75 @@ def test_aot_launch_arguments_equal_what_vllms_launcher_passes(key, m, tile):
         assert [x for x in vargs if not isinstance(x, torch.Tensor)] == [
             x for x in args if not isinstance(x, torch.Tensor)
         ]
+
+
+def _shipped_tables() -> list[tuple]:
+    by_name = {p.name: p for p in cf.shipped_files()}
+    out = []
+    for shape in SHIPPED:
+        path = by_name.get(cf.config_file_name(shape.e, shape.n, shape.dtype, shape.block_shape))
+        if path is not None:
+            out.append((shape, cf.read_config_file(path)))
+    return out
+
+
+def _launch_keys(shape, m: int, tile) -> frozenset:
+    return frozenset(aot.variant_key(a, k) for _n, a, k in aot.launches(aot.Case.of(shape, m, tile)))
+
+
+def test_bake_covers_every_specialization_of_every_batch_size_up_to_max_tokens():
+    """All M in 1..max_tokens through the key function: each key is baked (shipped files, default N)."""
+    tables = _shipped_tables()
+    assert len({cf.config_file_name(s.e, s.n, s.dtype, s.block_shape) for s, _ in tables}) == len(cf.shipped_files())
+    for shape, table in tables:
+        cases = aot.cases_from_configs(cf.CONFIG_DIR, shapes=[shape], max_tokens=aot.DEFAULT_MAX_TOKENS)
+        baked = {aot.spec_key(shape, c.m, dict(c.tile)) for c in cases}
+        needed = {aot.spec_key(shape, m, cf.lookup(table, m)) for m in range(1, aot.DEFAULT_MAX_TOKENS + 1)}
+        assert needed <= baked, f"{shape.key}: {len(needed - baked)} specialization(s) not baked"
+        # the decode graph sizes alone miss some: what the prefill representatives are for
+        decode = {aot.spec_key(shape, c.m, dict(c.tile)) for c in aot.cases_from_configs(cf.CONFIG_DIR, shapes=[shape])}
+        assert needed - decode, shape.key
+
+
+@pytest.mark.parametrize("key", ["qwen3-30b-a3b:tp1", "mixtral-8x7b:tp1", "llama-4-scout:tp8"])
+def test_equal_spec_keys_mean_equal_triton_variants_of_the_real_launches(key):
+    """spec_key may be finer than Triton's key, never coarser: every M's launches (1..1024 and a stride
+    of larger M) specialize exactly like the representative baked for its spec_key."""
+    shape = shape_by_key(key)
+    table = dict(_shipped_tables())[shape]
+    reps = aot.prefill_sizes(shape, table, aot.DEFAULT_MAX_TOKENS)
+    for m in [*range(1, 1025), *range(1025, aot.DEFAULT_MAX_TOKENS + 1, 97)]:
+        tile = cf.lookup(table, m)
+        rep = reps[aot.spec_key(shape, m, tile)]
+        assert _launch_keys(shape, m, tile) == _launch_keys(shape, rep, cf.lookup(table, rep)), (m, rep)
+
+
+def test_spec_key_tracks_block_fp8_scales_and_each_block_m():
+    """Block-FP8 (DeepSeek) scales and every BLOCK_SIZE_M, on a synthetic table, same property."""
+    shape = shape_by_key("deepseek-v3:tp8")
+    table = {m: dict(TILE, BLOCK_SIZE_M=bm) for m, bm in ((1, 16), (64, 32), (256, 64), (1024, 128))}
+    reps = aot.prefill_sizes(shape, table, 2048)
+    for m in range(1, 2049, 3):
+        rep = reps[aot.spec_key(shape, m, cf.lookup(table, m))]
+        assert _launch_keys(shape, m, cf.lookup(table, m)) == _launch_keys(shape, rep, cf.lookup(table, rep))
+
+
+def test_bake_with_max_tokens_compiles_each_prefill_variant(tmp_path):
+    cache, cfg = tmp_path / "cache", _config(tmp_path / "cfg", TILE)
+    args = ["-m", "kernels.aot", "bake", "--cache-dir", str(cache), "--config-dir", str(cfg)]
+    args += ["--batch-sizes", "1", "--max-tokens", "8", "--shapes", SHAPE.key, "--workers", "2"]
+    proc = _run(args, _env(cache))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    expected = set().union(*(_launch_keys(SHAPE, m, TILE) for m in range(1, 9)))
+    assert len(expected) > 3  # more than the M=1 set: naive and aligned paths, M·topk %16 or not
+    assert summary["variants"] == summary["cache_entries"] == len(expected)
+
+
+@pytest.mark.parametrize("value", ["-1", "lots"])
+def test_bad_max_tokens_is_refused_naming_the_option(value, capsys):
+    with pytest.raises(SystemExit) as exc:
+        aot.main(["bake", "--cache-dir", "/nonexistent", "--max-tokens", value])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--max-tokens={value!r}" in err and "integer >= 0" in err
