@@ -134,8 +134,7 @@ def build_engine_args(
         if key in RESERVED_ARGS:
             raise ConfigError(f"option.{key}", value, RESERVED_ARGS[key])
         vllm_key = LMI_TO_VLLM.get(key, key)
-        if key in LMI_TO_VLLM or vllm_key == "dtype" or vllm_key == "tensor_parallel_size":
-            value = _convert(key, vllm_key, value, gpus)
+        value = _convert(key, vllm_key, value, gpus)  # LMI value semantics; other values unchanged
         spec = caps.engine_args.get(vllm_key)
         if spec is None:
             if key in LEGACY_OPTIONS:

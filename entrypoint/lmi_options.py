@@ -72,8 +72,7 @@ RESERVED_ARGS: dict[str, str] = {
 LEGACY_OPTIONS: frozenset[str] = frozenset(
     {
         "rolling_batch",
-        "entrypoint",
-        "entryPoint".lower(),
+        "entrypoint",  # option.entryPoint: keys are lower-cased before lookup
         "output_formatter",
         "task",
         "device_map",
