@@ -62,7 +62,7 @@ def read_properties(path: Path) -> dict[str, str]:
         raise ConfigError("--properties", str(path), f"cannot be read as Java properties ({exc})") from exc
 
 
-def _split_properties(raw: Mapping[str, str], origin: str) -> tuple[dict[str, str], dict[str, str]]:
+def _split_properties(raw: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     options: dict[str, str] = {}
     server: dict[str, str] = {}
     for key, value in raw.items():
@@ -145,7 +145,7 @@ def load_settings(
     file_opts: dict[str, str] = {}
     file_server: dict[str, str] = {}
     if path is not None:
-        file_opts, file_server = _split_properties(read_properties(path), str(path))
+        file_opts, file_server = _split_properties(read_properties(path))
 
     options: dict[str, str] = {}
     sources: dict[str, str] = {}
