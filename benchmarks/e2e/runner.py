@@ -99,6 +99,31 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     except ProcessLookupError:
         pass
     proc.wait()
+    _wait_for_group_exit(proc.pid, timeout_s=5.0)
+
+
+def _wait_for_group_exit(pgid: int, timeout_s: float) -> None:
+    """SIGKILL is delivered asynchronously: the engine core can hold GPU memory for a moment after killpg returns.
+
+    The next job must not start before it is gone. Zombies count as gone: an orphan reparented to a PID 1 that never
+    reaps (a container's process_api, say) stays a group member for good, though it holds nothing.
+    """
+    deadline = time.monotonic() + timeout_s
+    while _live_group_members(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _live_group_members(pgid: int) -> list[int]:
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited while we looked
+        state, group = fields[0], int(fields[2])
+        if group == pgid and state != "Z":
+            members.append(int(stat.parent.name))
+    return members
 
 
 def read_events(path: Path) -> list[dict[str, Any]]:
