@@ -1,9 +1,16 @@
 """Our FP8 fused MoE for decode: `fused_moe_fp8(...)`, its validation, tile heuristics and launches.
 
 Kernels and the data flow live in kernels/fused_moe_fp8_kernels.py; routing modes in
-kernels/moe_routing.py. Two launches at small M (PAIR mode: GEMM1, GEMM2 with the top-k reduction
-inside), three at larger M (SCAN mode: GEMM1, GEMM2, sum). vLLM's Triton path uses six or seven
-(align, input quant, GEMM1, SiLU·mul, quant, GEMM2, sum).
+kernels/moe_routing.py. Two launches at small M (PAIR mode: GEMM1 with its split-K reduction and the
+activation in a "last split finishes the tile" epilogue, GEMM2 with the top-k reduction done the same
+way), three at larger M (SCAN mode: GEMM1, GEMM2, sum). vLLM's Triton path uses six or seven (align,
+input quant, GEMM1, SiLU·mul, quant, GEMM2, sum).
+
+Counter buffer: both fix-ups count arrivals in int32 counters that the last program resets to 0, so
+one zeroed buffer per device (`_counters`, grown on demand, never freed) serves every call and every
+CUDA-graph replay without a memset. Grow it outside graph capture (any warm-up call at the largest M
+does); calls on several streams of one device at the same time would share counters: not supported
+(vLLM runs a model's MoE layers on one stream).
 """
 
 from __future__ import annotations
@@ -24,10 +31,14 @@ FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 BLOCK_M = 16
 # Pairs scanned per step when a SCAN-mode program collects its expert's pairs (≤ 2048 pairs at M=256).
 SCAN_BLOCK = 1024
+# Width of the 1-D loads of the dynamic-scale amax pass in PAIR mode (one row: 8 floats per thread).
+AMAX_BLOCK = 1024
 # Programs we want per launch per SM: enough loads in flight to stream weights at full bandwidth.
 PROGRAMS_PER_SM = 3
 ACTIVATIONS = {"silu": True, "relu2": False}  # name → gated
-MAX_SPLIT_K = 8  # GEMM2's prologue re-reads every split's partials: keep that traffic bounded
+# Each split's partial tile is written once and read once by the fix-up (L2), so deep splits are cheap;
+# the bound keeps each split ≥ 2 K steps in practice and the static unroll of the fix-up short.
+MAX_SPLIT_K = 16
 
 
 @dataclass(frozen=True)
@@ -39,8 +50,16 @@ class MoEKernelConfig:
     block_n2: int = 32  # GEMM2 weight rows (hidden outputs) per program
     block_k: int = 128  # K step; must equal the block size for 128x128 block scales
     split_k: int = 1  # GEMM1 K splits
+    split_k2: int = 1  # GEMM2 K splits (PAIR mode only)
     num_warps: int = 4
     num_stages: int = 3
+
+    def label(self) -> str:
+        mode = "pair" if self.pair_mode else "scan"
+        return (
+            f"{mode}/n1={self.block_n1}/n2={self.block_n2}/k={self.block_k}/s1={self.split_k}/s2={self.split_k2}"
+            f"/w={self.num_warps}/st={self.num_stages}"
+        )
 
 
 def _num_sms(device: torch.device) -> int:
@@ -49,28 +68,84 @@ def _num_sms(device: torch.device) -> int:
     return 132  # H200; only shapes the grid on the CPU interpreter
 
 
+def _split_for(base_programs: int, k: int, block_k: int, target: int) -> int:
+    """K splits that bring base_programs up to ~target, each split ≥ 2 K steps where K allows."""
+    k_steps = triton.cdiv(k, block_k)
+    return max(1, min(MAX_SPLIT_K, math.ceil(target / max(base_programs, 1)), k_steps // 2))
+
+
 def default_config(
     num_tokens: int, num_experts: int, top_k: int, hidden: int, inter: int, *, block_k: int = 128, num_sms: int = 132
 ) -> MoEKernelConfig:
-    """Heuristic tiles: enough programs for every SM to stream weights, split-K where rows are few."""
+    """Heuristic tiles: ≥ PROGRAMS_PER_SM programs per SM in every launch, split-K where rows are few.
+
+    Tiles prefer BLOCK_N = 64 (64×128 fp8 = 8 KB per weight tile per stage; GEMM1 loads gate and up,
+    16 KB per K step; 3 stages keep 16-48 KB in flight per program) and fall back to 32/16 only when
+    the rows are so few that even the deepest split leaves SMs idle."""
     pair = use_pair_mode(num_tokens, num_experts, top_k)
     rows = num_tokens * top_k if pair else expected_distinct_experts(num_tokens, num_experts, top_k)
     target = PROGRAMS_PER_SM * num_sms
-    k_steps = triton.cdiv(hidden, block_k)
     block_n1 = 16
     for bn in (64, 32):
-        if rows * triton.cdiv(inter, bn) * MAX_SPLIT_K >= target:
+        if rows * triton.cdiv(inter, bn) * min(MAX_SPLIT_K, max(1, hidden // (2 * block_k))) >= target:
             block_n1 = bn
             break
-    base = rows * triton.cdiv(inter, block_n1)
-    split = max(1, min(MAX_SPLIT_K, math.ceil(target / base), k_steps // 2))
-    out_rows = num_tokens if pair else rows
+    split = _split_for(math.ceil(rows * triton.cdiv(inter, block_n1)), hidden, block_k, target)
+    if not pair:
+        block_n2 = 16
+        for bn in (64, 32):
+            if rows * triton.cdiv(hidden, bn) >= target:
+                block_n2 = bn
+                break
+        return MoEKernelConfig(pair_mode=False, block_n1=block_n1, block_n2=block_n2, block_k=block_k, split_k=split)
+    pairs = num_tokens * top_k
     block_n2 = 16
-    for bn in (64, 32):
-        if out_rows * triton.cdiv(hidden, bn) >= target:
+    for bn in (128, 64, 32):
+        if pairs * triton.cdiv(hidden, bn) >= (2 if bn == 128 else 1) * num_sms:
             block_n2 = bn
             break
-    return MoEKernelConfig(pair_mode=pair, block_n1=block_n1, block_n2=block_n2, block_k=block_k, split_k=split)
+    split2 = _split_for(pairs * triton.cdiv(hidden, block_n2), inter, block_k, target)
+    return MoEKernelConfig(
+        pair_mode=True, block_n1=block_n1, block_n2=block_n2, block_k=block_k, split_k=split, split_k2=split2
+    )
+
+
+def candidate_configs(
+    num_tokens: int, num_experts: int, top_k: int, hidden: int, inter: int, *, block_k: int = 128, num_sms: int = 132
+) -> list[MoEKernelConfig]:
+    """A small sweep around `default_config` for one (shape, M), the default first (≤ ~12 configs:
+    each new tile or split depth is a new Triton compile, ~1-2 s on the GPU host).
+
+    Varies what the heuristic guesses at: each GEMM's tile width (with the split that width implies),
+    the split depths ×½ and ×2, warps and pipeline stages. kernels/fused_moe_fp8_sweep.py times them."""
+    base = default_config(num_tokens, num_experts, top_k, hidden, inter, block_k=block_k, num_sms=num_sms)
+    target = PROGRAMS_PER_SM * num_sms
+    pair = base.pair_mode
+    rows = num_tokens * top_k if pair else expected_distinct_experts(num_tokens, num_experts, top_k)
+    k1, k2 = triton.cdiv(hidden, block_k), triton.cdiv(inter, block_k)
+    out = [base]
+
+    def add(**changes: int) -> None:
+        cfg = MoEKernelConfig(**{**base.__dict__, **changes})
+        ok = 1 <= cfg.split_k <= min(MAX_SPLIT_K, k1) and 1 <= cfg.split_k2 <= min(MAX_SPLIT_K, k2)
+        if ok and (pair or cfg.split_k2 == 1) and cfg not in out:
+            out.append(cfg)
+
+    for bn1 in (32, 64, 128):
+        add(block_n1=bn1, split_k=_split_for(math.ceil(rows * triton.cdiv(inter, bn1)), hidden, block_k, target))
+    add(split_k=base.split_k * 2)
+    add(split_k=max(1, base.split_k // 2))
+    if pair:
+        for bn2 in (32, 64, 128):
+            add(block_n2=bn2, split_k2=_split_for(int(rows) * triton.cdiv(hidden, bn2), inter, block_k, target))
+        add(split_k2=base.split_k2 * 2)
+        add(split_k2=max(1, base.split_k2 // 2))
+    else:
+        for bn2 in (32, 64, 128):
+            add(block_n2=bn2)
+    add(num_warps=8)
+    add(num_stages=4)
+    return out
 
 
 def _shape(t: torch.Tensor) -> str:
@@ -173,6 +248,10 @@ def fused_moe_fp8(
         raise ValueError(f"block_k={cfg.block_k} must equal the block size {group} with block scales")
     if cfg.block_n1 % 16 or cfg.block_n2 % 16 or cfg.block_k < 32:
         raise ValueError(f"tiles must be multiples of 16 with block_k ≥ 32 (fp8 dot), got {cfg}")
+    if not 1 <= cfg.split_k <= MAX_SPLIT_K or not 1 <= cfg.split_k2 <= MAX_SPLIT_K:
+        raise ValueError(f"split_k and split_k2 must be in 1..{MAX_SPLIT_K}, got {cfg}")
+    if not cfg.pair_mode and cfg.split_k2 != 1:
+        raise ValueError(f"split_k2 > 1 needs pair_mode=True (SCAN mode's GEMM2 does not split K), got {cfg}")
 
     dev = hidden.device
     num_pairs = t * top_k
@@ -184,36 +263,67 @@ def fused_moe_fp8(
         raise ValueError(f"out must be {_shape(hidden)} contiguous in H, got {_shape(out)}")
     if t == 0:
         return out
-    k_per_split = triton.cdiv(triton.cdiv(h, cfg.split_k), cfg.block_k) * cfg.block_k
-    split = triton.cdiv(h, k_per_split)
-    partials = torch.empty((split, num_pairs, two_i), dtype=torch.float32, device=dev)  # two_i = N1
+    split1 = _splits(h, cfg.split_k, cfg.block_k)
+    split2 = _splits(inter, cfg.split_k2, cfg.block_k)
+    rows1 = num_pairs if cfg.pair_mode else e
+    tiles1, tiles2 = triton.cdiv(inter, cfg.block_n1), triton.cdiv(h, cfg.block_n2)
+    fix2 = cfg.pair_mode and top_k * split2[1] > 1
+    counters = _counters(dev, (rows1 * tiles1 if split1[1] > 1 else 0) + (t * tiles2 if fix2 else 0))
+    c1, c2 = counters, counters[rows1 * tiles1 if split1[1] > 1 else 0 :]
+    partials = torch.empty((split1[1] if split1[1] > 1 else 0, num_pairs, two_i), dtype=torch.float32, device=dev)
+    act = torch.empty((num_pairs, inter), dtype=torch.float32, device=dev)
     if cfg.pair_mode:
         pair_list = count = ids  # unused in PAIR mode
+        scratch = torch.empty((split2[1] if fix2 else 0, num_pairs, h), dtype=torch.float32, device=dev)
     else:
         pair_list = torch.empty((e, num_pairs), dtype=torch.int32, device=dev)
         count = torch.empty((e,), dtype=torch.int32, device=dev)
+        scratch = torch.empty((num_pairs, h), dtype=torch.float32, device=dev)
     dummy = weights  # any float32 tensor where a static scale is absent
     a13 = a13_scale if a13_scale is not None else dummy
     a2 = a2_scale if a2_scale is not None else dummy
-    common = dict(W_SCALE=mode1, GROUP=group, BLOCK_M=BLOCK_M, BLOCK_K=cfg.block_k)
-    launch = dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+    common = dict(W_SCALE=mode1, GROUP=group, PAIR_MODE=cfg.pair_mode, AMAX_BLOCK=AMAX_BLOCK, BLOCK_M=BLOCK_M,
+                  BLOCK_K=cfg.block_k, num_warps=cfg.num_warps, num_stages=cfg.num_stages)  # fmt: skip
 
-    rows1 = num_pairs if cfg.pair_mode else e
-    K.moe_gemm1_kernel[(rows1, triton.cdiv(inter, cfg.block_n1), split)](
-        hidden, w13, s13, a13, ids, pair_list, count, partials,
-        num_pairs, h, inter, k_per_split, hidden.stride(0), w13.stride(0), w13.stride(1),
+    K.moe_gemm1_kernel[(rows1, tiles1, split1[1])](
+        hidden, w13, s13, a13, ids, pair_list, count, partials, c1, act,
+        num_pairs, h, inter, split1[0], hidden.stride(0), w13.stride(0), w13.stride(1),
         s13.stride(0), s13.stride(1), s13.stride(2),
-        TOPK=top_k, A_STATIC=a13_scale is not None, PAIR_MODE=cfg.pair_mode, GATED=gated, SCAN_BLOCK=SCAN_BLOCK,
-        BLOCK_N=cfg.block_n1, **common, **launch,
+        TOPK=top_k, A_STATIC=a13_scale is not None, GATED=gated, SPLIT=split1[1], SCAN_BLOCK=SCAN_BLOCK,
+        BLOCK_N=cfg.block_n1, **common,
     )  # fmt: skip
-    pair_out = out if cfg.pair_mode else torch.empty((num_pairs, h), dtype=torch.float32, device=dev)
-    rows2 = t if cfg.pair_mode else e
-    K.moe_gemm2_kernel[(rows2, triton.cdiv(h, cfg.block_n2))](
-        partials, w2, s2, a2, ids, weights, pair_list, count, pair_out,
-        num_pairs, h, inter, w2.stride(0), w2.stride(1), s2.stride(0), s2.stride(1), s2.stride(2), out.stride(0),
-        TOPK=top_k, A_STATIC=a2_scale is not None, SPLIT=split, PAIR_MODE=cfg.pair_mode, GATED=gated,
-        BLOCK_N=cfg.block_n2, **common, **launch,
+    grid2 = (num_pairs, tiles2, split2[1]) if cfg.pair_mode else (e, tiles2)
+    K.moe_gemm2_kernel[grid2](
+        act, w2, s2, a2, ids, weights, pair_list, count, scratch, c2, out,
+        num_pairs, h, inter, split2[0], w2.stride(0), w2.stride(1), s2.stride(0), s2.stride(1), s2.stride(2),
+        out.stride(0),
+        TOPK=top_k, A_STATIC=a2_scale is not None, SPLIT=split2[1], BLOCK_N=cfg.block_n2, **common,
     )  # fmt: skip
     if not cfg.pair_mode:
-        K.moe_sum_kernel[(t, triton.cdiv(h, 512))](pair_out, out, h, out.stride(0), TOPK=top_k, BLOCK_N=512)
+        K.moe_sum_kernel[(t, triton.cdiv(h, 512))](scratch, out, h, out.stride(0), TOPK=top_k, BLOCK_N=512)
     return out
+
+
+def _splits(k: int, split: int, block_k: int) -> tuple[int, int]:
+    """(K per split rounded up to whole BLOCK_K steps, the number of non-empty splits that gives)."""
+    per = triton.cdiv(triton.cdiv(k, split), block_k) * block_k
+    return per, triton.cdiv(k, per)
+
+
+_COUNTERS: dict[torch.device, torch.Tensor] = {}
+_RETIRED: list[torch.Tensor] = []  # outgrown buffers: a captured CUDA graph may still point at them
+
+
+def _counters(device: torch.device, n: int) -> torch.Tensor:
+    """≥ n zeroed int32 arrival counters on `device`, shared by all calls (see the module docstring:
+    the kernels leave them at zero). Grows by doubling; outgrown buffers are kept alive (never freed)
+    because CUDA graphs captured earlier hold their raw addresses, not a reference."""
+    buf = _COUNTERS.get(device)
+    if buf is None or buf.numel() < n:
+        old = 0
+        if buf is not None:
+            old = buf.numel()
+            _RETIRED.append(buf)
+        buf = torch.zeros(max(n, 2 * old, 1024), dtype=torch.int32, device=device)
+        _COUNTERS[device] = buf
+    return buf
