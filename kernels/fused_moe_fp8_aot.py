@@ -91,7 +91,7 @@ def compile_all(with_candidates: bool = False) -> dict[str, Any]:
     driver.set_active(Sm90Driver())
     compiled, t0 = 0, time.perf_counter()
     for case in CASES:
-        _, t, e, k, h, inter, scales, *_ = case
+        _, t, e, k, h, inter, *_ = case
         configs: list[Any] = [None]
         if with_candidates:
             configs += F.candidate_configs(t, e, k, h, inter)

@@ -12,7 +12,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.fused_moe_fp8 import MoEKernelConfig, default_config, fused_moe_fp8
+from kernels import fused_moe_fp8 as F
+from kernels.fused_moe_fp8 import MoEKernelConfig, candidate_configs, default_config, fused_moe_fp8
 from kernels.moe_routing import expert_pair_list, routing_histogram, use_pair_mode
 from kernels.reference import MOE_TOLERANCE, fused_moe_reference, rel_err
 from tests.kernels.conftest import DEVICE, HAS_CUDA
@@ -60,6 +61,11 @@ def check(args, kw, config=None):
 
 PAIR = MoEKernelConfig(pair_mode=True, block_n1=16, block_n2=16, split_k=2)
 SCAN = MoEKernelConfig(pair_mode=False, block_n1=16, block_n2=16, split_k=2)
+# no K split anywhere: GEMM1 writes the activation from registers; top-1 GEMM2 writes out directly
+PAIR_NOSPLIT = MoEKernelConfig(pair_mode=True, block_n1=16, block_n2=16, split_k=1, split_k2=1)
+# both fix-ups: GEMM1 over 3 splits, GEMM2 over 2 K splits × k slots per output tile
+PAIR_DEEP = MoEKernelConfig(pair_mode=True, block_n1=32, block_n2=32, block_k=64, split_k=3, split_k2=2)
+SCAN_NOSPLIT = MoEKernelConfig(pair_mode=False, block_n1=32, block_n2=16, block_k=64, split_k=1)
 
 # (T, E, k, H, I, scales, static, dtype, gated, config) — small enough for the interpreter
 CPU_CASES = [
@@ -69,6 +75,19 @@ CPU_CASES = [
     pytest.param(2, 8, 1, 256, 128, "block", True, torch.float32, True, PAIR, id="pair-block-static-top1-fp32"),
     pytest.param(3, 8, 2, 96, 48, "tensor", False, torch.bfloat16, False, PAIR, id="pair-relu2-nongated"),
     pytest.param(3, 256, 8, 64, 32, "tensor", True, torch.bfloat16, True, SCAN, id="scan-E256-top8-mostly-empty"),
+    pytest.param(2, 8, 3, 200, 80, "tensor", False, torch.bfloat16, True, PAIR_DEEP, id="pair-fixups-tensor-dyn"),
+    pytest.param(2, 8, 2, 200, 80, "channel", False, torch.float16, True, PAIR_DEEP, id="pair-fixups-channel-dyn"),
+    pytest.param(2, 8, 2, 200, 80, "channel", True, torch.bfloat16, True, PAIR_DEEP, id="pair-fixups-channel-st"),
+    pytest.param(1, 8, 4, 200, 80, "tensor", False, torch.bfloat16, False, PAIR_DEEP, id="pair-fixups-relu2"),
+    pytest.param(2, 8, 1, 200, 80, "tensor", False, torch.bfloat16, True, PAIR_NOSPLIT, id="pair-nosplit-top1"),
+    pytest.param(2, 8, 2, 144, 48, "tensor", False, torch.bfloat16, False, PAIR_NOSPLIT, id="pair-nosplit-relu2"),
+    pytest.param(3, 8, 2, 200, 80, "channel", False, torch.bfloat16, True, SCAN_NOSPLIT, id="scan-nosplit-dyn"),
+    pytest.param(2, 8, 2, 300, 160, "block", False, torch.bfloat16, True,
+                 MoEKernelConfig(pair_mode=True, block_n1=16, block_n2=16, split_k=3, split_k2=2),
+                 id="pair-fixups-block-dyn-H300"),
+    pytest.param(2, 8, 2, 300, 160, "block", True, torch.bfloat16, False,
+                 MoEKernelConfig(pair_mode=True, block_n1=32, block_n2=16, split_k=2, split_k2=2),
+                 id="pair-fixups-block-static-relu2"),
 ]  # fmt: skip
 
 
@@ -76,6 +95,38 @@ CPU_CASES = [
 def test_matches_float64_reference(t, e, k, h, inter, scales, static, dtype, gated, config):
     args, kw = make_problem(t, e, k, h, inter, scales=scales, static=static, dtype=dtype, gated=gated)
     check(args, kw, config)
+
+
+@pytest.mark.parametrize("k", [1, 2, 5, 8])
+def test_top_k_1_to_8_both_fixups(k):
+    args, kw = make_problem(2, 16, k, 144, 48, scales="tensor", seed=k)
+    check(args, kw, MoEKernelConfig(pair_mode=True, block_n1=16, block_n2=32, block_k=64, split_k=2, split_k2=2))
+
+
+@pytest.mark.parametrize(
+    "config", [PAIR_DEEP, SCAN], ids=["pair", "scan"]
+)  # both modes use the GEMM1 fix-up counters; PAIR also GEMM2's
+def test_counters_are_zero_after_a_call_so_a_second_call_repeats_it(config):
+    """The last arriving program resets its counter: the shared buffer is all zeros after every call
+    (what a CUDA-graph replay relies on) and the same call gives bit-identical output again."""
+    args, kw = make_problem(2, 8, 3, 200, 80, scales="channel", seed=7)
+    first = fused_moe_fp8(*args, **kw, config=config)
+    counters = F._COUNTERS[torch.device(DEVICE)]
+    assert int(counters.count_nonzero()) == 0
+    second = fused_moe_fp8(*args, **kw, out=torch.full_like(first, float("nan")), config=config)
+    assert torch.equal(first, second)
+
+
+def test_a_counter_left_nonzero_is_caught():
+    """The control of the test above: a stale counter (what a missing reset leaves) changes the answer."""
+    args, kw = make_problem(2, 8, 3, 200, 80, scales="channel", seed=7)
+    good = fused_moe_fp8(*args, **kw, config=PAIR_DEEP)
+    F._COUNTERS[torch.device(DEVICE)][0] = 1  # GEMM1 tile (pair 0, n-tile 0) now finishes one split early
+    try:
+        bad = fused_moe_fp8(*args, **kw, out=torch.full_like(good, float("nan")), config=PAIR_DEEP)
+    finally:
+        F._COUNTERS[torch.device(DEVICE)].zero_()
+    assert not torch.equal(good, bad)
 
 
 def test_all_tokens_on_one_expert_walks_several_row_blocks():
@@ -133,6 +184,51 @@ def test_default_config_fills_the_gpu(m):
     assert rows * triton.cdiv(256, cfg.block_n1) * cfg.split_k >= 132 or cfg.split_k == 8
 
 
+SHAPES_M1 = {  # (E, k, H, I) of the issue's decode targets
+    "qwen3-30b-a3b": (128, 8, 2048, 768),
+    "deepseek-v3-tp8": (256, 8, 7168, 256),
+    "llama4-maverick-tp8": (128, 1, 5120, 1024),
+    "mixtral-8x7b": (8, 2, 4096, 14336),
+    "nemotron-3-nano": (128, 6, 2688, 1856),
+}
+
+
+def _programs(cfg: MoEKernelConfig, m: int, e: int, k: int, h: int, inter: int) -> tuple[int, int]:
+    s1 = F._splits(h, cfg.split_k, cfg.block_k)[1]
+    s2 = F._splits(inter, cfg.split_k2, cfg.block_k)[1]
+    rows = m * k if cfg.pair_mode else e
+    return rows * triton.cdiv(inter, cfg.block_n1) * s1, rows * triton.cdiv(h, cfg.block_n2) * s2
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES_M1))
+def test_default_config_at_m1_gives_every_sm_two_programs_with_wide_tiles(name):
+    e, k, h, inter = SHAPES_M1[name]
+    cfg = default_config(1, e, k, h, inter, num_sms=132)
+    g1, g2 = _programs(cfg, 1, e, k, h, inter)
+    assert cfg.pair_mode
+    assert g1 >= 2 * 132 and g2 >= 2 * 132, (cfg, g1, g2)
+    assert cfg.block_n1 >= 64 or k == 1, cfg  # 64×128 fp8 gate + up tiles = 16 KB per K step
+
+
+@pytest.mark.parametrize("m", [1, 4, 64])
+def test_candidate_configs_are_valid_distinct_and_start_with_the_default(m):
+    e, k, h, inter = SHAPES_M1["deepseek-v3-tp8"]
+    cands = candidate_configs(m, e, k, h, inter)
+    assert cands[0] == default_config(m, e, k, h, inter)
+    assert len(set(cands)) == len(cands) and 6 <= len(cands) <= 16
+    for c in cands:
+        assert c.pair_mode == cands[0].pair_mode and 1 <= c.split_k <= F.MAX_SPLIT_K
+        assert c.pair_mode or c.split_k2 == 1
+
+
+def test_every_candidate_config_is_correct_on_a_small_problem():
+    args, kw = make_problem(1, 16, 4, 256, 128, scales="tensor", seed=11)
+    cands = candidate_configs(1, 16, 4, 256, 128, block_k=64, num_sms=4)
+    assert len(cands) >= 6
+    for cfg in cands:
+        check(args, kw, cfg)
+
+
 def test_validation_quotes_shapes():
     args, kw = make_problem(2, 4, 2, 64, 32, scales="tensor")
     x, w13, w2, w, ids = args
@@ -146,6 +242,10 @@ def test_validation_quotes_shapes():
         fused_moe_fp8(*args, **{**kw, "activation": "gelu"})
     with pytest.raises(ValueError, match=r"block_shape=\[128, 128\] must have shape \(4, 1, 1\)"):
         fused_moe_fp8(*args, **{**kw, "block_shape": [128, 128]})
+    with pytest.raises(ValueError, match=r"split_k2 > 1 needs pair_mode=True"):
+        fused_moe_fp8(*args, **kw, config=MoEKernelConfig(pair_mode=False, split_k2=2))
+    with pytest.raises(ValueError, match=r"split_k and split_k2 must be in 1\.\.16"):
+        fused_moe_fp8(*args, **kw, config=MoEKernelConfig(pair_mode=True, split_k=17))
 
 
 # ---- real model shapes on the H200 (make test-gpu) ------------------------------------------------
@@ -170,3 +270,13 @@ def test_gpu_model_shapes(e, k, h, inter, scales, gated, m, static):
     check(args, kw, None)
     forced = MoEKernelConfig(pair_mode=not default_config(m, e, k, h, inter).pair_mode, split_k=2)
     check(args, kw, forced)
+
+
+@pytest.mark.parametrize("scales", ["tensor", "channel"])
+def test_dynamic_scale_amax_pass_over_several_blocks(monkeypatch, scales):
+    """PAIR mode's 1-D amax pass loops over K in AMAX_BLOCK steps (1024: one step at test sizes);
+    a 64-wide block makes it walk 4 steps of H=200 (last one partial) and 2 of I=80."""
+    monkeypatch.setattr(F, "AMAX_BLOCK", 64)
+    args, kw = make_problem(2, 8, 2, 200, 80, scales=scales, seed=5)
+    args[0][:, 150] = 40.0  # the row maximum sits in the last, partial block
+    check(args, kw, PAIR_DEEP)

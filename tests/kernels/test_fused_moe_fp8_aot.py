@@ -1,0 +1,56 @@
+"""Our fused-MoE kernels compile for sm_90 with the H200's Triton (3.6.0), on a machine with no GPU.
+
+The CPU interpreter runs the numerics tests but accepts code the compiler refuses; this runs every
+launch of kernels/fused_moe_fp8_aot.py's cases through Triton 3.6's real compiler (target cuda:90,
+GPU hidden) in a subprocess: TRITON_INTERPRET must be unset there, and build/triton-3.6.0 (made by
+`make triton-aot-env`) must shadow .venv's Triton.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TRITON36 = ROOT / "build" / "triton-3.6.0"
+SCRIPT = """
+import json, sys, triton
+from kernels import fused_moe_fp8_aot as A
+assert triton.__version__ == "3.6.0", triton.__version__
+if len(sys.argv) > 1:  # the control: a kernel the compiler must refuse
+    import triton.language as tl
+    from kernels import fused_moe_fp8_kernels as K
+    K.FP8_MAX = 448.0  # a plain float global: the interpreter accepts it, the compiler does not
+print(json.dumps(A.compile_all()))
+"""
+
+
+def _compile(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
+    if not (TRITON36 / "triton" / "__init__.py").exists():
+        pytest.fail(f"Triton 3.6.0 is not installed at {TRITON36}; run `make triton-aot-env`")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRITON_")}
+    env.update(PYTHONPATH=f"{TRITON36}{os.pathsep}{ROOT}", TRITON_CACHE_DIR=str(tmp_path), CUDA_VISIBLE_DEVICES="")
+    return subprocess.run(
+        [sys.executable, "-c", SCRIPT, *extra], env=env, cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+
+
+def test_every_launch_compiles_for_sm90(tmp_path):
+    from kernels.fused_moe_fp8_aot import CASES
+
+    proc = _compile(tmp_path)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    # PAIR cases launch 2 kernels, SCAN cases 3
+    assert result["launches"] == sum(2 if c[1] == 1 else 3 for c in CASES)
+
+
+def test_the_compile_check_catches_what_the_interpreter_accepts(tmp_path):
+    proc = _compile(tmp_path, "break")
+    assert proc.returncode != 0
+    assert "FP8_MAX" in proc.stderr
