@@ -111,7 +111,7 @@ def test_counters_are_zero_after_a_call_so_a_second_call_repeats_it(config):
     (what a CUDA-graph replay relies on) and the same call gives bit-identical output again."""
     args, kw = make_problem(2, 8, 3, 200, 80, scales="channel", seed=7)
     first = fused_moe_fp8(*args, **kw, config=config)
-    counters = F._COUNTERS[torch.device(DEVICE)]
+    counters = F._COUNTERS[args[0].device]
     assert int(counters.count_nonzero()) == 0
     second = fused_moe_fp8(*args, **kw, out=torch.full_like(first, float("nan")), config=config)
     assert torch.equal(first, second)
@@ -121,11 +121,11 @@ def test_a_counter_left_nonzero_is_caught():
     """The control of the test above: a stale counter (what a missing reset leaves) changes the answer."""
     args, kw = make_problem(2, 8, 3, 200, 80, scales="channel", seed=7)
     good = fused_moe_fp8(*args, **kw, config=PAIR_DEEP)
-    F._COUNTERS[torch.device(DEVICE)][0] = 1  # GEMM1 tile (pair 0, n-tile 0) now finishes one split early
+    F._COUNTERS[args[0].device][0] = 1  # GEMM1 tile (pair 0, n-tile 0) now finishes one split early
     try:
         bad = fused_moe_fp8(*args, **kw, out=torch.full_like(good, float("nan")), config=PAIR_DEEP)
     finally:
-        F._COUNTERS[torch.device(DEVICE)].zero_()
+        F._COUNTERS[args[0].device].zero_()
     assert not torch.equal(good, bad)
 
 
