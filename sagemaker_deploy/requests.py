@@ -31,9 +31,15 @@ class Deployment:
     model_data: dict[str, Any] | None = None  # ModelDataSource, or None when the model comes from env
     resource: str = field(default="")  # model + endpoint-config name; resource_name(endpoint) by default
 
+    def __post_init__(self) -> None:
+        # Stamp the name once: computed per request, CreateEndpoint could name a config one second
+        # newer than the one CreateEndpointConfig made (seen on a loaded CI machine).
+        if not self.resource:
+            object.__setattr__(self, "resource", resource_name(self.endpoint))
+
     @property
     def name(self) -> str:
-        return self.resource or resource_name(self.endpoint)
+        return self.resource
 
     def create_model(self) -> dict[str, Any]:
         container: dict[str, Any] = {"Image": self.image_uri, "Environment": dict(self.environment)}

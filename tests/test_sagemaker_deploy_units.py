@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -130,6 +131,22 @@ def test_resource_names_fit_sagemaker_and_validate():
     name = resource_name("x" * 80, "20261129-203000")
     assert len(name) == 63 and name.endswith("-20261129-203000")
     validate_request("sagemaker", "CreateEndpoint", {"EndpointName": "e", "EndpointConfigName": name})
+
+
+def test_one_deployment_names_its_model_and_config_once_even_across_a_second_boundary(monkeypatch):
+    # CI caught CreateEndpoint naming a config one second newer than the one just created.
+    seconds = iter(range(1_790_000_000, 1_790_000_100))
+    real_gmtime = time.gmtime
+    monkeypatch.setattr(time, "gmtime", lambda *_: real_gmtime(next(seconds)))
+    d = _deployment(resource="")
+    names = {
+        d.create_model()["ModelName"],
+        d.create_endpoint_config()["EndpointConfigName"],
+        d.create_endpoint_config()["ProductionVariants"][0]["ModelName"],
+        d.create_endpoint()["EndpointConfigName"],
+        d.update_endpoint()["EndpointConfigName"],
+    }
+    assert len(names) == 1 and names.pop().startswith("moe-20")
 
 
 def _deployment(**overrides):
