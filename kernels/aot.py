@@ -320,20 +320,47 @@ def _progress(total: int, desc: str) -> Any:
     return tqdm(total=total, desc=desc, file=sys.stderr, mininterval=2.0)
 
 
+def vllm_config_dir(source: Path | None = None) -> Path | None:
+    """vLLM's own tuned-config folder beside its fused_moe.py (``configs/``), or None where vLLM is absent.
+
+    vLLM 0.26's ``get_moe_configs`` looks in ``VLLM_TUNED_CONFIG_FOLDER`` first, then in this folder,
+    then falls back to its default tiles; the bake mirrors the first two.
+    """
+    try:
+        path = (source or vllm_fused_moe_source()).resolve().parent / "configs"
+    except RuntimeError:
+        return None
+    return path if path.is_dir() else None
+
+
+def config_source(config_dir: Path, shape: KernelShape, fallback_dir: Path | None = None) -> Path | None:
+    """The file vLLM will load for ``shape`` on an H200: ours, else vLLM's shipped one, else None (default tiles)."""
+    from kernels.config_files import config_file_name
+
+    name = config_file_name(shape.e, shape.n, shape.dtype, shape.block_shape)
+    ours = {p.name: p for p in shipped_files(config_dir)}.get(name)
+    if ours is not None:
+        return ours
+    if fallback_dir is not None and (fallback_dir / name).is_file():
+        return fallback_dir / name
+    return None
+
+
 def cases_from_configs(
     config_dir: Path,
     batch_sizes: Iterable[int] = DECODE_GRAPH_SIZES,
     shapes: Iterable[KernelShape] = SHIPPED,
     max_tokens: int = 0,
+    fallback_dir: Path | None = None,
 ) -> list[Case]:
-    """(shape, M, tile) for our shipped files: the ``batch_sizes`` (decode graph sizes), plus, when
-    ``max_tokens`` > 0, one M per specialization any batch of 1..max_tokens tokens reaches (prefill)."""
-    from kernels.config_files import config_file_name, lookup
+    """(shape, M, tile) for every shape with a file vLLM will load (``config_source``): the ``batch_sizes``
+    (decode graph sizes), plus, when ``max_tokens`` > 0, one M per specialization any batch of
+    1..max_tokens tokens reaches (prefill)."""
+    from kernels.config_files import lookup
 
-    by_name = {p.name: p for p in shipped_files(config_dir)}
     out = []
     for shape in shapes:
-        path = by_name.get(config_file_name(shape.e, shape.n, shape.dtype, shape.block_shape))
+        path = config_source(config_dir, shape, fallback_dir)
         if path is None:
             continue
         table = read_config_file(path)
@@ -463,7 +490,11 @@ def main(argv: list[str] | None = None) -> int:
         args.cache_dir.mkdir(parents=True, exist_ok=True)
         shapes = [shape_by_key(s) for s in args.shapes.split(",") if s] or list(SHIPPED)
         sizes = [int(x) for x in args.batch_sizes.split(",") if x]
-        cases = cases_from_configs(args.config_dir, sizes, shapes, args.max_tokens)
+        fallback = vllm_config_dir(args.vllm_source)
+        cases = cases_from_configs(args.config_dir, sizes, shapes, args.max_tokens, fallback)
+        for shape in shapes:
+            src = config_source(args.config_dir, shape, fallback)
+            print(f"bake {shape.key}: {src if src else 'no tuned file: vLLM default tiles, not baked'}")
         if not cases:
             print(f"no shipped config matches the requested shapes in {args.config_dir}", file=sys.stderr)
             return 2
@@ -492,7 +523,7 @@ def check(args: argparse.Namespace) -> int:
 
     shapes = [shape_by_key(s) for s in args.shapes.split(",") if s] or list(SHIPPED)
     sizes = [int(x) for x in args.batch_sizes.split(",") if x]
-    cases = cases_from_configs(args.config_dir, sizes, shapes, args.max_tokens)
+    cases = cases_from_configs(args.config_dir, sizes, shapes, args.max_tokens, vllm_config_dir())
     per_shape: dict[str, dict[str, int]] = {}
     t0 = time.perf_counter()
     with CompileCounter() as counter:

@@ -3,6 +3,8 @@
 # exactly as the image will (docker/aot_cache.sh):
 #   build/triton-3.6.0/            Triton 3.6.0 (the image's: torch 2.11 pins it), installed with --target
 #   build/vllm-0.26.0/fused_moe.py the kernel source from the vllm==0.26.0 wheel (the image's vLLM)
+#   build/vllm-0.26.0/configs/     vLLM's own H200 tile files from that wheel: vLLM loads one when we ship
+#                                  none for a shape (DeepSeek-V3 TP8), so the bake compiles those tiles too
 # The CPU venv's own Triton (3.9, from torch 2.13) would compute different cache keys.
 set -euo pipefail
 PY=${PY:-.venv/bin/python}
@@ -17,7 +19,7 @@ if [ ! -f "$TRITON_DIR/.stamp" ]; then
   touch "$TRITON_DIR/.stamp"
 fi
 
-if [ ! -f "$VLLM_DIR/fused_moe.py" ]; then
+if [ ! -f "$VLLM_DIR/fused_moe.py" ] || [ ! -f "$VLLM_DIR/configs/.stamp" ]; then
   mkdir -p "$VLLM_DIR"
   wheel=$(find "$HOME/.cache/offline-vllm-0.26.0/whl" -name "vllm-0.26.0-*.whl" 2>/dev/null | head -1 || true)
   if [ -z "$wheel" ]; then
@@ -26,12 +28,18 @@ if [ ! -f "$VLLM_DIR/fused_moe.py" ]; then
       --platform manylinux_2_28_x86_64 -d "$tmp" vllm==0.26.0 2>&1 | grep -v "is ignored" || true
     wheel=$(find "$tmp" -name "vllm-0.26.0-*.whl" | head -1)
   fi
-  "$PY" - "$wheel" "$VLLM_DIR/fused_moe.py" <<'PYEOF'
-import sys, zipfile
+  "$PY" - "$wheel" "$VLLM_DIR" <<'PYEOF'
+import pathlib, sys, zipfile
+root = "vllm/model_executor/layers/fused_moe/"
+out = pathlib.Path(sys.argv[2])
+(out / "configs").mkdir(parents=True, exist_ok=True)
 with zipfile.ZipFile(sys.argv[1]) as wheel:
-    data = wheel.read("vllm/model_executor/layers/fused_moe/fused_moe.py")
-open(sys.argv[2], "wb").write(data)
+    (out / "fused_moe.py").write_bytes(wheel.read(root + "fused_moe.py"))
+    for name in wheel.namelist():
+        if name.startswith(root + "configs/") and "device_name=NVIDIA_H200" in name:
+            (out / "configs" / name.rsplit("/", 1)[1]).write_bytes(wheel.read(name))
+(out / "configs" / ".stamp").touch()
 PYEOF
   [ -z "${tmp:-}" ] || rm -rf "$tmp"
 fi
-echo "aot env ready: $TRITON_DIR, $VLLM_DIR/fused_moe.py"
+echo "aot env ready: $TRITON_DIR, $VLLM_DIR/fused_moe.py, $(find "$VLLM_DIR/configs" -name '*.json' | wc -l) vLLM H200 tile files"

@@ -273,3 +273,32 @@ def test_bad_max_tokens_is_refused_naming_the_option(value, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert f"--max-tokens={value!r}" in err and "integer >= 0" in err
+
+
+VLLM026_CONFIGS = VLLM026_FUSED_MOE.parent / "configs"
+
+
+def test_the_bake_reads_the_file_vllm_will_load_ours_first_then_vllms_own():
+    # vLLM 0.26's get_moe_configs: VLLM_TUNED_CONFIG_FOLDER first, then its own configs/, then default tiles.
+    assert aot.vllm_config_dir(_source()) == VLLM026_CONFIGS.resolve()
+    nemotron, deepseek = shape_by_key("nemotron-3-nano-30b-a3b:tp1"), shape_by_key("deepseek-v3:tp8")
+    assert (VLLM026_CONFIGS / cf.config_file_name(nemotron.e, nemotron.n, nemotron.dtype)).is_file()
+    assert aot.config_source(cf.CONFIG_DIR, nemotron, VLLM026_CONFIGS).parent == cf.CONFIG_DIR  # ours wins
+    vllms = aot.config_source(cf.CONFIG_DIR, deepseek, VLLM026_CONFIGS)  # we ship none for it
+    assert vllms is not None and vllms.parent == VLLM026_CONFIGS
+    assert aot.config_source(cf.CONFIG_DIR, deepseek, None) is None
+    cases = aot.cases_from_configs(cf.CONFIG_DIR, [1], [deepseek], fallback_dir=VLLM026_CONFIGS)
+    assert [dict(c.tile) for c in cases] == [cf.lookup(cf.read_config_file(vllms), 1)]
+
+
+def test_bake_compiles_vllms_own_tiles_for_a_shape_we_ship_no_file_for(tmp_path):
+    """DeepSeek-V3 TP8 (block FP8) runs on vLLM's shipped H200 file: baked from it, for sm_90, no GPU."""
+    empty = tmp_path / "ours"
+    empty.mkdir()
+    args = ["-m", "kernels.aot", "bake", "--cache-dir", str(tmp_path / "cache"), "--config-dir", str(empty)]
+    args += ["--batch-sizes", "1", "--max-tokens", "0", "--shapes", "deepseek-v3:tp8", "--workers", "1"]
+    proc = _run(args, _env(tmp_path / "cache"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"bake deepseek-v3:tp8: {VLLM026_CONFIGS.resolve()}/E=256,N=256," in proc.stdout
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["cases"] == 1 and summary["variants"] >= 2 and summary["cache_entries"] == summary["variants"]
