@@ -132,17 +132,11 @@ def graph_us(run_all, reps_target_ms: float = 4.0, batches: int = 5, calls: int 
 
 
 def sweep_configs(m: int, s: Any) -> list[Any]:
-    """A few alternatives to the heuristic for small M: split-K depth and tile widths."""
-    from kernels.fused_moe_fp8 import MoEKernelConfig, default_config
+    """The alternatives to the heuristic that ``candidate_configs`` lists for this (shape, M), default excluded."""
+    from kernels.fused_moe_fp8 import candidate_configs
 
-    base = default_config(m, s.e, s.topk, s.h, s.n)
-    out = []
-    for split in (2, 8):
-        for bn1, bn2 in ((64, 16), (32, 32)):
-            cfg = MoEKernelConfig(pair_mode=base.pair_mode, block_n1=bn1, block_n2=bn2, split_k=split)
-            if cfg != base:
-                out.append(cfg)
-    return out
+    block_k = s.block_shape[1] if s.block_shape else 128
+    return candidate_configs(m, s.e, s.topk, s.h, s.n, block_k=block_k)[1:]
 
 
 def bench_shape(key: str, ms: tuple[int, ...], bw: float, have_vllm: bool, sweep_max_m: int) -> list[dict]:

@@ -3,16 +3,19 @@
 # Run from the repository root; torch 2.11 + Triton 3.6 from the host image; vLLM 0.26 optional
 # (offline bundle at PYTHONPATH=/root/site; without it the MoE bench compares ours vs CUTLASS vs floor).
 #
-#   bash kernels/device/kernels_check_and_bench.sh            (≈ 5–7 min; every stage has its own timeout)
+#   bash kernels/device/kernels_check_and_bench.sh            (≤ 10 min: one device call; every stage has its own timeout)
 #
 # Stages, each guarded (a failure is logged and the next stage still runs):
 #   1 preflight   GPU, versions, vLLM importable?
 #   2 gpu-tests   python3 -m pytest -m gpu tests/kernels  (real model shapes, both routing modes; real JIT
 #                 compile count of the RoPE kernel)                                    ≤ 150 s
 #   3 rope-bench  kernels.bench.bench_rope_fp8 → h200_rope_fp8.csv                       ≤ 45 s
-#   4 moe-bench   kernels.bench.bench_fused_moe → h200_fused_moe.{csv,md,png}            ≤ 240 s
+#   4 moe-bench   kernels.bench.bench_fused_moe → h200_fused_moe.{csv,md,png}            ≤ 200 s
 #                 (CSV/MD rewritten after every shape, so a timeout keeps the finished shapes)
-# Everything lands in $OUT: run.log, gpu_tests.log, gpu_tests.xml, rope.log, moe.log, the CSVs/PNG/MD.
+#   5 sweep       kernels.fused_moe_fp8_sweep: every candidate_configs entry at M = 1, 2, 4, 8 on the
+#                 three issue-7 goal shapes → fused_moe_fp8_sweep.{csv,md}, fused_moe_fp8_best.json  ≤ 180 s
+# Results land in $OUT (8 files at most come back from the device): the CSVs/PNG/MD/JSON, and every log
+# (run, gpu_tests + junit xml, rope, moe, sweep) in logs.tar.gz.
 # A short table is printed last.
 set -uo pipefail
 
@@ -22,7 +25,8 @@ export PYTHONPATH="$PWD:${VLLM_SITE:-/root/site}${PYTHONPATH:+:$PYTHONPATH}"
 export VLLM_LOGGING_LEVEL=${VLLM_LOGGING_LEVEL:-WARNING}
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/root/triton-ours-cache}
 PY=${PY:-python3}
-LOG="$OUT/run.log"
+LOGS=${LOGS:-$(mktemp -d)}
+LOG="$LOGS/run.log"
 STATUS=()
 
 log() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a "$LOG"; }
@@ -52,18 +56,21 @@ except Exception as exc:
     print("vllm not importable:", type(exc).__name__, exc)
 PY
 
-stage gpu-tests 150 "$OUT/gpu_tests.log" \
-  "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/kernels --junitxml="$OUT/gpu_tests.xml" --maxfail=10
-stage rope-bench 45 "$OUT/rope.log" "$PY" -m kernels.bench.bench_rope_fp8 --out "$OUT"
-stage moe-bench 240 "$OUT/moe.log" "$PY" -m kernels.bench.bench_fused_moe --out "$OUT" --sweep-max-m 1
+stage gpu-tests 150 "$LOGS/gpu_tests.log" \
+  "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/kernels --junitxml="$LOGS/gpu_tests.xml" --maxfail=10
+stage rope-bench 45 "$LOGS/rope.log" "$PY" -m kernels.bench.bench_rope_fp8 --out "$OUT"
+stage moe-bench 200 "$LOGS/moe.log" "$PY" -m kernels.bench.bench_fused_moe --out "$OUT" --sweep-max-m 1
+stage sweep 180 "$LOGS/sweep.log" "$PY" -m kernels.fused_moe_fp8_sweep \
+  --shapes qwen3-30b-a3b:tp1,deepseek-v3:tp8,llama-4-maverick:tp8 --ms 1,2,4,8 --out "$OUT" --budget-s 160
+tar -czf "$OUT/logs.tar.gz" -C "$LOGS" .
 
 echo
 echo "==== summary ===="
 printf '%s\n' "${STATUS[@]}"
-grep -E "passed|failed|error" "$OUT/gpu_tests.log" | tail -n 2
-grep -E "^rope " "$OUT/rope.log" | awk 'NR % 7 == 1 || NR % 7 == 0' | head -n 6
+grep -E "passed|failed|error" "$LOGS/gpu_tests.log" | tail -n 2
+grep -E "^rope " "$LOGS/rope.log" | awk 'NR % 7 == 1 || NR % 7 == 0' | head -n 6
 if [ -f "$OUT/h200_fused_moe.md" ]; then
   grep -E "\| (1|2|4|16|64|256) \|" "$OUT/h200_fused_moe.md" | cut -c1-110
 else
-  grep -E "M= *[0-9]+ ours" "$OUT/moe.log" | tail -n 20
+  grep -E "M= *[0-9]+ ours" "$LOGS/moe.log" | tail -n 20
 fi
