@@ -6,6 +6,8 @@
 # env:     OUT       where results go (default /tmp/e2e-out): h200_e2e.csv/.md/.png, h200_e2e_raw.json,
 #                    engines.log (condensed engine logs), console.log — 6 files, one folder.
 #          BUDGET_S  wall-clock budget of the harness (default 540: fits one 600 s device call)
+#          WORK_DIR  the harness's scratch (model copies, per-engine caches and logs; default /tmp/e2e-bench-work):
+#                    give each of two phases running side by side on two GPUs its own
 #          VLLM_SITE where the offline vLLM 0.26 bundle is unpacked (default /root/site)
 #          VLLM_PIECES  pieces dir of the offline bundle; installed first if VLLM_SITE lacks .ok
 # Every engine runs in its own subprocess with its own timeout; the harness writes what it has after each
@@ -26,12 +28,12 @@ fi
 [ -d "$SITE" ] && export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
 
-COMMON=(--out-dir "$OUT" --budget-s "$BUDGET_S" --reps 3 --output-len 128)
+COMMON=(--out-dir "$OUT" --work-dir "${WORK_DIR:-/tmp/e2e-bench-work}" --budget-s "$BUDGET_S" --reps 3 --output-len 128)
 case "$PHASE" in
-  qwen)      ARGS=(--models qwen3-30b-a3b-fp8-static --backends auto,triton,triton_tuned,plan
-                   --conc 1,8,16,64 --long-conc 1,8) ;;
-  nemotron)  ARGS=(--models nemotron-3-nano-30b-a3b-fp8 --backends auto,triton,triton_tuned,plan
-                   --conc 1,8,16,64 --long-conc 1,8) ;;
+  qwen)      ARGS=(--models qwen3-30b-a3b-fp8-static --backends auto,triton,triton_tuned,plan,flashinfer_cutlass
+                   --conc 1,8,16,32,64 --long-conc 1) ;;
+  nemotron)  ARGS=(--models nemotron-3-nano-30b-a3b-fp8 --backends auto,triton,triton_tuned,plan,flashinfer_cutlass
+                   --conc 1,8,16,64 --long-conc 1) ;;
   mixtral)   ARGS=(--models mixtral-8x7b-fp8-static --backends triton,triton_tuned,plan,auto
                    --conc 1,8,16,64 --long-conc 1 --timeout mixtral-8x7b-fp8-static:auto=240) ;;
   control)   ARGS=(--models qwen3-30b-a3b-fp8-block --backends auto,triton_tuned,plan,flashinfer_cutlass

@@ -1,0 +1,137 @@
+#!/bin/bash
+# Everything still owed to an H200 (issues 4, 6, 7) in ONE lease of ≤ 30 device minutes, on one or two GPUs.
+#
+# A device call lasts ≤ 10 min and a machine idle 30 s is given back, so the work runs in two background
+# queues (setsid: they outlive the call that started them) and later calls only wait and collect:
+#
+#   bash benchmarks/device/h200_session.sh start          # after host_install.sh; returns at once
+#   bash benchmarks/device/h200_session.sh wait 560       # ≤ 560 s per call; repeat until it prints "all done"
+#
+# Queue A (GPU 0) and queue B (GPU 1) run side by side; on a one-GPU machine A then B run on GPU 0 in one
+# queue. Each step starts only when its minimum time is left before the deadline (DEADLINE_S after `start`,
+# default 1500 s) and is cut at the deadline, so a short lease still returns the first steps of each queue.
+#   A: e2e nemotron → own kernels (tests, bench, sweep) → e2e control (Qwen3 128-block) → e2e qwen
+#   B: e2e mixtral → e2e fi-diag (FlashInfer hang) → DeepSeek-V3 TP8 tune + bench → aotcheck → engine start
+# `wait` copies into $OUT (≤ 8 files come back): A.tar.gz and B.tar.gz (every step's results + logs) and
+# status.txt (one line per step: rc, seconds). Unpack the tars here and file the numbers (RUNS.md files).
+# env: RUN_DIR (default /root/h200-session), DEADLINE_S (1500), VLLM_SITE (/root/site), WORKERS (compile
+#      processes per queue; default a quarter of the cores so the e2e queue keeps its CPU), DRY_RUN=1 (print
+#      and time the steps with `sleep 1` instead of running them: tests/test_h200_session.py), GPUS (how many
+#      GPUs to use; default: what nvidia-smi lists).
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")/../.." && pwd)
+RUN_DIR=${RUN_DIR:-/root/h200-session}
+DEADLINE_S=${DEADLINE_S:-1500}
+SITE=${VLLM_SITE:-/root/site}
+
+step() {  # step QUEUE NAME MIN_S MAX_S CMD... : run CMD if MIN_S are left, cut at min(MAX_S, time left)
+  local queue=$1 name=$2 min_s=$3 max_s=$4
+  shift 4
+  local left=$(($(cat "$RUN_DIR/deadline") - $(date +%s)))
+  local dir="$RUN_DIR/$queue/$name"
+  mkdir -p "$dir"
+  if ((left < min_s)); then
+    echo "$queue $name skipped: ${left}s left < ${min_s}s" | tee -a "$RUN_DIR/status.txt"
+    return 0
+  fi
+  local limit=$((left < max_s ? left : max_s)) t0=$SECONDS rc
+  echo "[$(date -u +%H:%M:%S)] $queue $name: start (limit ${limit}s)" >>"$RUN_DIR/$queue/queue.log"
+  if [ "${DRY_RUN:-0}" = 1 ]; then
+    echo "DRY_RUN OUT=$dir $*" >"$dir/console.log"
+    sleep 1
+    rc=0
+  else
+    OUT=$dir WORK_DIR="$RUN_DIR/work-$queue" timeout --kill-after=15 "$limit" "$@" >"$dir/console.log" 2>&1
+    rc=$?
+  fi
+  echo "$queue $name rc=$rc $((SECONDS - t0))s" | tee -a "$RUN_DIR/status.txt" >>"$RUN_DIR/$queue/queue.log"
+}
+
+queue_a() {
+  local q=$1
+  step "$q" e2e-nemotron 300 720 env BUDGET_S=700 bash benchmarks/device/e2e.sh nemotron
+  step "$q" own-kernels 240 600 bash kernels/device/kernels_check_and_bench.sh
+  step "$q" e2e-control 240 420 env BUDGET_S=400 bash benchmarks/device/e2e.sh control
+  step "$q" e2e-qwen 300 780 env BUDGET_S=760 bash benchmarks/device/e2e.sh qwen
+}
+
+queue_b() {
+  local q=$1
+  step "$q" e2e-mixtral 300 840 env BUDGET_S=820 bash benchmarks/device/e2e.sh mixtral
+  step "$q" e2e-fi-diag 200 360 env BUDGET_S=340 bash benchmarks/device/e2e.sh fi-diag
+  step "$q" tune-deepseek 240 420 env SHAPES=deepseek-v3:tp8 TUNE_BUDGET_S=240 \
+    bash kernels/device/tune_and_bench.sh tune bench
+  step "$q" aotcheck 180 300 bash kernels/device/tune_and_bench.sh aotcheck
+  # shellcheck disable=SC2016  # $OUT is expanded by that inner shell, where step sets it
+  step "$q" engine-start 300 420 bash -c 'python3 -m kernels.bench.engine_start --out-dir "$OUT" \
+    --model benchmarks/e2e/models/qwen3-30b-a3b-fp8-static --baked-cache /opt/moe-serving/triton-cache'
+
+}
+
+run_queue() {  # run_queue NAME GPU FUNCTIONS...: a new session (setsid) outlives the device call that starts it
+  local name=$1
+  mkdir -p "$RUN_DIR/$name"
+  setsid bash "$0" _queue "$@" </dev/null >>"$RUN_DIR/$name/queue.log" 2>&1 &
+}
+
+queue_main() {  # (in the queue's own session) NAME GPU FUNCTIONS...
+  local name=$1
+  export CUDA_VISIBLE_DEVICES=$2
+  shift 2
+  cd "$HERE" || exit 1
+  local fn
+  for fn in "$@"; do "$fn" "$name"; done
+  touch "$RUN_DIR/$name/done"
+}
+
+start() {
+  rm -rf "$RUN_DIR"
+  mkdir -p "$RUN_DIR"
+  echo $(($(date +%s) + DEADLINE_S)) >"$RUN_DIR/deadline"
+  local gpus=${GPUS:-}
+  [ -n "$gpus" ] || gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+  export PYTHONPATH="$SITE:$HERE${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+  export WORKERS=${WORKERS:-$(($(nproc) / 4 > 1 ? $(nproc) / 4 : 1))}
+  cd "$HERE" || exit 1
+  if ((gpus >= 2)); then
+    run_queue A 0 queue_a
+    run_queue B 1 queue_b
+    echo "h200_session: 2 queues on GPUs 0 and 1, deadline in ${DEADLINE_S}s, logs under $RUN_DIR"
+  else
+    ((gpus == 1)) || echo "h200_session: no GPU seen by nvidia-smi; running anyway on device 0" >&2
+    run_queue A 0 queue_a queue_b
+    touch "$RUN_DIR/B.skip"
+    echo "h200_session: 1 queue (A then B) on GPU 0, deadline in ${DEADLINE_S}s, logs under $RUN_DIR"
+  fi
+}
+
+all_done() {
+  [ -f "$RUN_DIR/A/done" ] && { [ -f "$RUN_DIR/B/done" ] || [ -f "$RUN_DIR/B.skip" ]; }
+}
+
+wait_and_collect() {  # wait_and_collect SECONDS
+  local until=$((SECONDS + ${1:-560}))
+  while ! all_done && ((SECONDS < until)); do
+    sleep 5
+  done
+  local q
+  for q in A B; do
+    [ -d "$RUN_DIR/$q" ] || continue
+    echo "== queue $q: $(tail -n 1 "$RUN_DIR/$q/queue.log" 2>/dev/null)"
+  done
+  mkdir -p "${OUT:?wait needs OUT}"
+  cp "$RUN_DIR/status.txt" "$OUT/" 2>/dev/null
+  for q in A B; do
+    # Work dirs hold model copies and Triton caches: results and logs only.
+    [ -d "$RUN_DIR/$q" ] && tar -czf "$OUT/$q.tar.gz" -C "$RUN_DIR" "$q"
+  done
+  if all_done; then echo "h200_session: all done"; else echo "h200_session: still running"; fi
+}
+
+case "${1:-}" in
+  start) start ;;
+  wait) wait_and_collect "${2:-560}" ;;
+  status) cat "$RUN_DIR/status.txt" 2>/dev/null; all_done && echo "all done" ;;
+  _queue) shift; queue_main "$@" ;;
+  *) echo "usage: h200_session.sh start | wait SECONDS | status" >&2; exit 2 ;;
+esac
