@@ -38,9 +38,11 @@ case "$PHASE" in
                    --conc 1,8,16,64 --long-conc 1 --timeout mixtral-8x7b-fp8-static:auto=240) ;;
   control)   ARGS=(--models qwen3-30b-a3b-fp8-block --backends auto,triton_tuned,plan,flashinfer_cutlass
                    --conc 1,8,16,64 --long-conc 1,8 --timeout qwen3-30b-a3b-fp8-block:flashinfer_cutlass=180) ;;
-  fi-diag)   ARGS=(--models mixtral-8x7b-fp8-static --backends flashinfer_cutlass --conc 1,8 --long-input-len 0
-                   --engine-arg enable_flashinfer_autotune=false
-                   --timeout mixtral-8x7b-fp8-static:flashinfer_cutlass=300) ;;
+  fi-diag)   # docs/e2e-findings.md Q1: autotune ON with FlashInfer's per-tactic debug log; a second engine with
+             # autotune OFF only if the first one timed out (set FI_DIAG_OFF=1 to force it).
+             export FLASHINFER_LOGGING_LEVEL=debug
+             ARGS=(--models mixtral-8x7b-fp8-static --backends flashinfer_cutlass --conc 1 --reps 1 --output-len 16
+                   --long-input-len 0 --timeout mixtral-8x7b-fp8-static:flashinfer_cutlass=330) ;;
   all)       ARGS=(--models qwen3-30b-a3b-fp8-static,nemotron-3-nano-30b-a3b-fp8,mixtral-8x7b-fp8-static,qwen3-30b-a3b-fp8-block
                    --backends auto,triton,triton_tuned,plan,flashinfer_cutlass --conc 1,8,16,32,64
                    --warm-restart triton) ;;
@@ -50,5 +52,13 @@ esac
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>&1 | tee "$OUT/console.log"
 python3 -m benchmarks.e2e run "${COMMON[@]}" "${ARGS[@]}" 2>&1 | tee -a "$OUT/console.log"
 rc=${PIPESTATUS[0]}
+if [ "$PHASE" = fi-diag ] && { [ "${FI_DIAG_OFF:-0}" = 1 ] || grep -q ',timeout,' "$OUT/h200_e2e.csv"; }; then
+  mkdir -p "$OUT/autotune-off"
+  unset FLASHINFER_LOGGING_LEVEL
+  python3 -m benchmarks.e2e run --out-dir "$OUT/autotune-off" --budget-s 200 --reps 1 --output-len 16 \
+    --models mixtral-8x7b-fp8-static --backends flashinfer_cutlass --conc 1 --long-input-len 0 \
+    --engine-arg enable_flashinfer_autotune=false --timeout mixtral-8x7b-fp8-static:flashinfer_cutlass=190 \
+    2>&1 | tee -a "$OUT/console.log"
+fi
 echo "e2e.sh: phase $PHASE finished rc=$rc; files in $OUT: $(cd "$OUT" && echo *)"
 exit "$rc"

@@ -12,6 +12,7 @@
 # default 1500 s) and is cut at the deadline, so a short lease still returns the first steps of each queue.
 #   A: e2e nemotron → own kernels (tests, bench, sweep) → e2e control (Qwen3 128-block) → e2e qwen
 #   B: e2e mixtral → e2e fi-diag (FlashInfer hang) → DeepSeek-V3 TP8 tune + bench → aotcheck → engine start
+# The queues run from a copy of the repo under $RUN_DIR/repo (later calls re-send the working tree).
 # `wait` copies into $OUT (≤ 8 files come back): A.tar.gz and B.tar.gz (every step's results + logs) and
 # status.txt (one line per step: rc, seconds). Unpack the tars here and file the numbers (RUNS.md files).
 # env: RUN_DIR (default /root/h200-session), DEADLINE_S (1500), VLLM_SITE (/root/site), WORKERS (compile
@@ -58,7 +59,7 @@ queue_a() {
 queue_b() {
   local q=$1
   step "$q" e2e-mixtral 300 840 env BUDGET_S=820 bash benchmarks/device/e2e.sh mixtral
-  step "$q" e2e-fi-diag 200 360 env BUDGET_S=340 bash benchmarks/device/e2e.sh fi-diag
+  step "$q" e2e-fi-diag 360 600 env BUDGET_S=580 bash benchmarks/device/e2e.sh fi-diag
   step "$q" tune-deepseek 240 420 env SHAPES=deepseek-v3:tp8 TUNE_BUDGET_S=240 \
     bash kernels/device/tune_and_bench.sh tune bench
   step "$q" aotcheck 180 300 bash kernels/device/tune_and_bench.sh aotcheck
@@ -71,14 +72,15 @@ queue_b() {
 run_queue() {  # run_queue NAME GPU FUNCTIONS...: a new session (setsid) outlives the device call that starts it
   local name=$1
   mkdir -p "$RUN_DIR/$name"
-  setsid bash "$0" _queue "$@" </dev/null >>"$RUN_DIR/$name/queue.log" 2>&1 &
+  setsid bash "$RUN_DIR/repo/benchmarks/device/h200_session.sh" _queue "$@" </dev/null \
+    >>"$RUN_DIR/$name/queue.log" 2>&1 &
 }
 
 queue_main() {  # (in the queue's own session) NAME GPU FUNCTIONS...
   local name=$1
   export CUDA_VISIBLE_DEVICES=$2
   shift 2
-  cd "$HERE" || exit 1
+  cd "$RUN_DIR/repo" || exit 1
   local fn
   for fn in "$@"; do "$fn" "$name"; done
   touch "$RUN_DIR/$name/done"
@@ -90,9 +92,13 @@ start() {
   echo $(($(date +%s) + DEADLINE_S)) >"$RUN_DIR/deadline"
   local gpus=${GPUS:-}
   [ -n "$gpus" ] || gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
-  export PYTHONPATH="$SITE:$HERE${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+  # The queues run from a private copy: every later device call re-sends the working tree into $HERE,
+  # and the tune step writes new tile files into its kernels/configs.
+  mkdir -p "$RUN_DIR/repo"
+  tar -C "$HERE" --exclude=./.git --exclude=./.offline --exclude=./.whl --exclude=./.venv --exclude=./build \
+    --exclude=./.artifacts -cf - . | tar -C "$RUN_DIR/repo" -xf - || exit 1
+  export PYTHONPATH="$SITE:$RUN_DIR/repo${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
   export WORKERS=${WORKERS:-$(($(nproc) / 4 > 1 ? $(nproc) / 4 : 1))}
-  cd "$HERE" || exit 1
   if ((gpus >= 2)); then
     run_queue A 0 queue_a
     run_queue B 1 queue_b

@@ -61,7 +61,8 @@ def parse_engine_log(text: str) -> EngineLog:
 
 _KEEP_RE = re.compile(
     r"Fp8 MoE backend|MoE config|configuration from|AutoTuner|autotune|Traceback|Error|error:|"
-    r"Thread 0x|File \"|took|KV cache|Capturing|pruned|Timeout|timed out",
+    r"Thread 0x|File \"|took|KV cache|Capturing|pruned|Timeout|timed out|flashinfer\.jit|top-p & top-k sampling",
+    re.IGNORECASE,  # FlashInfer spells it "[Autotuner]" in its per-tactic and "Skipped N" lines
 )
 
 
