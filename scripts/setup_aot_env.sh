@@ -12,9 +12,15 @@ BUILD=${BUILD:-build}
 TRITON_DIR="$BUILD/triton-3.6.0"
 VLLM_DIR="$BUILD/vllm-0.26.0"
 
+quiet_pip() { grep -v "is ignored" || true; }
+
 if [ ! -f "$TRITON_DIR/.stamp" ]; then
   rm -rf "$TRITON_DIR"
-  "$PY" -m pip install -q --no-deps --no-compile --target "$TRITON_DIR" triton==3.6.0 2>&1 | grep -v "is ignored" || true
+  # pip's many "Location ... is ignored" warnings are filtered; pip's own exit status decides (pipefail).
+  if ! "$PY" -m pip install -q --no-deps --no-compile --target "$TRITON_DIR" triton==3.6.0 2>&1 | quiet_pip; then
+    echo "setup_aot_env: pip could not install triton==3.6.0 into $TRITON_DIR" >&2
+    exit 1
+  fi
   "$PY" -c "import sys; sys.path.insert(0, '$TRITON_DIR'); import triton; assert triton.__version__ == '3.6.0', triton.__version__"
   touch "$TRITON_DIR/.stamp"
 fi
@@ -25,9 +31,10 @@ if [ ! -f "$VLLM_DIR/fused_moe.py" ] || [ ! -f "$VLLM_DIR/configs/.stamp" ]; the
   if [ -z "$wheel" ]; then
     tmp=$(mktemp -d)
     "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
-      --platform manylinux_2_28_x86_64 -d "$tmp" vllm==0.26.0 2>&1 | grep -v "is ignored" || true
+      --platform manylinux_2_28_x86_64 -d "$tmp" vllm==0.26.0 2>&1 | quiet_pip || true  # checked below
     wheel=$(find "$tmp" -name "vllm-0.26.0-*.whl" | head -1)
   fi
+  [ -n "$wheel" ] || { echo "setup_aot_env: could not download the vllm==0.26.0 wheel (needed for its fused_moe.py)" >&2; exit 1; }
   "$PY" - "$wheel" "$VLLM_DIR" <<'PYEOF'
 import pathlib, sys, zipfile
 root = "vllm/model_executor/layers/fused_moe/"
