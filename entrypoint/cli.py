@@ -28,12 +28,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m entrypoint", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
-    resolve = commands.add_parser("resolve", help="print the vLLM plan for a model on a GPU, without running it")
+    resolve = commands.add_parser(
+        "resolve",
+        help="print the vLLM plan for a model on a GPU, without running it (secret values such as --api-key, "
+        "--hf-token and HF_TOKEN are printed as ***)",
+    )
     _model_arguments(resolve)
     resolve.add_argument("--gpu", help="simulate a GPU: H200, H100, B200, A100, L40S, A10G, L4, sm_XY or cpu")
     resolve.add_argument("--num-gpus", type=int, help="number of (simulated or detected) GPUs")
     resolve.add_argument("--vllm-version", help="plan for this vLLM version instead of the installed one")
-    resolve.add_argument("--json", action="store_true", help="one JSON object instead of the table")
+    resolve.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object instead of the table (like the table, secret values such as --api-key are ***)",
+    )
 
     serve = commands.add_parser("serve", help="resolve, fetch the model if remote, and exec vLLM (what the image runs)")
     _model_arguments(serve)
@@ -46,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def render_plan(plan: Plan) -> str:
-    """A short human table, then the reasons."""
+    """A short human table, then the reasons (secrets shown as ***: see Plan.redacted)."""
+    plan = plan.redacted()
     rows = [
         ("model", plan.model),
         ("gpu", f"{plan.gpu.get('count')} x {plan.gpu.get('name')} (sm {plan.gpu.get('sm')})"),

@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from entrypoint.redact import redact_args, redact_env, scrub, secret_values
+
 
 class Plan(BaseModel):
     model_config = ConfigDict(frozen=True)
@@ -27,11 +29,29 @@ class Plan(BaseModel):
     ignored_options: tuple[str, ...] = ()  # legacy LMI keys accepted but not passed to vLLM
     fetch_model: bool = False  # True when serve must download the model before exec
 
+    def redacted(self) -> Plan:
+        """This plan as it may be shown: secret flag and env values (--api-key, HF_TOKEN) are ***.
+
+        Every renderer (resolve's table and JSON, the startup log, deploy's plan) shows this copy;
+        only the argv and env handed to exec are the real ones.
+        """
+        secrets = secret_values(self.vllm_args, self.env)
+        return self.model_copy(
+            update={
+                "vllm_args": tuple(redact_args(self.vllm_args)),
+                "env": redact_env(self.env),
+                "reasons": tuple(scrub(line, secrets) for line in self.reasons),
+                "ignored_options": tuple(scrub(line, secrets) for line in self.ignored_options),
+            }
+        )
+
     def to_json_dict(self) -> dict[str, Any]:
-        data = self.model_dump(mode="json")
-        data["vllm_args"] = list(self.vllm_args)
-        data["reasons"] = list(self.reasons)
-        data["ignored_options"] = list(self.ignored_options)
+        """The JSON of `resolve --json`: output, so secrets are redacted (see redacted())."""
+        shown = self.redacted()
+        data = shown.model_dump(mode="json")
+        data["vllm_args"] = list(shown.vllm_args)
+        data["reasons"] = list(shown.reasons)
+        data["ignored_options"] = list(shown.ignored_options)
         return data
 
     def to_json(self) -> str:

@@ -60,7 +60,8 @@ def with_model(plan: Plan, local: str) -> Plan:
 
 
 def plan_log_lines(plan: Plan) -> list[str]:
-    """The few lines the startup log gives the plan: what runs, on what, and why."""
+    """The few lines the startup log gives the plan: what runs, on what, and why (secrets as ***)."""
+    plan = plan.redacted()
     gpu = plan.gpu or {}
     lines = [
         f"model: {plan.model}",

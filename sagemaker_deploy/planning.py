@@ -53,13 +53,15 @@ def plan_for_instance(
 
 
 def plan_json(plan: Plan, instance_type: str) -> dict[str, Any]:
-    """`entrypoint resolve --json` keys plus the instance type."""
+    """`entrypoint resolve --json` keys plus the instance type (secrets redacted, as there)."""
     data = plan.to_json_dict()
     data["instance_type"] = instance_type
     return data
 
 
 def plan_text(plan: Plan, instance_type: str) -> str:
+    """The plan as deploy prints it (secret values such as --api-key and HF_TOKEN shown as ***)."""
+    plan = plan.redacted()
     gpus = accelerators_for(instance_type)
     lines = [
         f"instance:    {instance_type} ({gpus.count}x {gpus.gpu})",
