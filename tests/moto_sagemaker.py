@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import binascii
 import logging
-import socket
 import struct
 import threading
 from collections.abc import Iterator
@@ -145,18 +144,13 @@ def _patch_moto() -> None:
     _PATCHED = True
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextmanager
 def moto_server() -> Iterator[str]:
     """Start the patched moto server; yields its URL (for AWS_ENDPOINT_URL)."""
     _patch_moto()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one access-log line per request otherwise
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=_free_port(), verbose=False)
+    # Port 0: the server binds a free port itself (a port picked, released and bound again can be taken in between).
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
     try:

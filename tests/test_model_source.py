@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -113,19 +112,13 @@ def test_download_of_a_local_directory_returns_it_unchanged(tmp_path: Path) -> N
 # ---------------------------------------------------------------------------------------------- S3
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def moto_endpoint() -> Iterator[str]:
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)  # binds a free port itself
     server.start()
+    host, port = server.get_host_and_port()
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://{host}:{port}"
     finally:
         server.stop()
 
