@@ -194,8 +194,8 @@ class LMIMiddleware:
                 return
             if started:
                 await send({"type": "http.response.body", "body": translator.fail(error), "more_body": False})
-            else:
-                await _send_json(send, 500, error.body())
+            else:  # nothing sent yet: the error's own status (503 for an engine stop, as in _unary)
+                await _send_json(send, error.code, error.body())
             return
         if error_status is not None:
             error = vllm_error_to_lmi(error_status, b"".join(error_chunks))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -100,6 +101,25 @@ def dumps_line(obj: Any) -> bytes:
 # Which schema a body uses
 
 
+class _NonFiniteConstant(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> Any:
+    """json.loads' hook for NaN, Infinity, -Infinity: Python accepts them, JSON (RFC 8259) does not."""
+    raise _NonFiniteConstant(f"{name} is not a JSON number; send a finite number")
+
+
+def _number_problem(exc: ValueError) -> str:
+    if isinstance(exc, _NonFiniteConstant):
+        return str(exc)
+    if "integer string conversion" in str(exc):
+        # Python refuses to convert longer integer literals (a CPU-exhaustion guard); its own message
+        # points at sys.set_int_max_str_digits, which means nothing to a client.
+        return f"body has an integer literal over {sys.get_int_max_str_digits()} digits"
+    return f"body is not valid JSON ({exc})"
+
+
 def classify_body(raw: bytes) -> tuple[Schema, dict[str, Any]]:
     """Decode an /invocations body and say which schema it uses; LMIError(400) when none fits."""
     if not raw.strip():
@@ -107,9 +127,13 @@ def classify_body(raw: bytes) -> tuple[Schema, dict[str, Any]]:
             400, "Input parsing failed: empty request body; send a JSON object with 'inputs', 'prompt' or 'messages'"
         )
     try:
-        body = json.loads(raw)
+        body = json.loads(raw, parse_constant=_refuse_constant)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise LMIError(400, f"Input parsing failed: body is not valid JSON ({exc})") from None
+    except RecursionError:  # b"[" * 100000: the decoder recurses per level
+        raise LMIError(400, "Input parsing failed: body nests JSON arrays/objects too deeply") from None
+    except ValueError as exc:  # an integer literal over sys.get_int_max_str_digits(), or NaN/Infinity
+        raise LMIError(400, f"Input parsing failed: {_number_problem(exc)}") from None
     if not isinstance(body, dict):
         raise LMIError(
             400,

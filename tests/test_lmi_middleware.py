@@ -200,6 +200,24 @@ def test_engine_stop_ends_an_open_lmi_request_within_a_second(client: httpx.Asyn
         assert response.status_code == 503 and "engine stopped" in response.json()["error"]
 
 
+def test_engine_stop_before_a_stream_starts_is_an_http_503(client: httpx.AsyncClient) -> None:
+    # "hang-unary" stops the engine before vLLM's handler returns its StreamingResponse
+    response = run(asyncio.wait_for(client.post("/invocations", json={"inputs": "hang-unary", "stream": True}), 2))
+    assert response.status_code == 503
+    assert response.json() == {"code": 503, "error": lmi_middleware.ENGINE_STOPPED.message}
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"[" * 100_000 + b"]" * 100_000, b'{"inputs": "x", "parameters": {"max_new_tokens": ' + b"9" * 5000 + b"}}"],
+    ids=["deep nesting", "5000-digit integer"],
+)
+def test_bodies_json_cannot_decode_are_a_400_not_a_500(client: httpx.AsyncClient, raw: bytes) -> None:
+    response = run(client.post("/invocations", content=raw))
+    assert response.status_code == 400 and response.json()["code"] == 400
+    assert response.json()["error"].startswith("Input parsing failed: body")
+
+
 def test_engine_stop_ends_an_openai_stream_with_an_sse_error(client: httpx.AsyncClient) -> None:
     body = {"messages": [{"role": "user", "content": "hang"}], "stream": True}
     response = run(asyncio.wait_for(client.post("/invocations", json=body), 2))

@@ -58,6 +58,17 @@ def test_classify_body_picks_the_schema_from_the_keys(raw: bytes, schema: Schema
             id="unknown schema names the keys it saw",
         ),
         pytest.param(b'{"inputs": "a", "prompt": "b"}', "both 'inputs' and 'prompt'", id="two schemas at once"),
+        # json.loads raises RecursionError / ValueError for these, which used to escape as HTTP 500
+        pytest.param(b"[" * 100_000 + b"]" * 100_000, "nests JSON arrays/objects too deeply", id="deep nesting"),
+        pytest.param(
+            b'{"inputs": "x", "parameters": {"max_new_tokens": ' + b"9" * 5000 + b"}}",
+            "integer literal over",
+            id="a 5000-digit integer",
+        ),
+        pytest.param(
+            b'{"inputs": "x", "parameters": {"temperature": NaN}}', "NaN is not a JSON number", id="NaN constant"
+        ),
+        pytest.param(b'{"prompt": "x", "max_tokens": -Infinity}', "-Infinity is not a JSON number", id="-Infinity"),
     ],
 )
 def test_classify_body_refuses_with_a_400_that_says_why(raw: bytes, message: str) -> None:
