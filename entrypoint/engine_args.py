@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from dataclasses import dataclass, field
 
 from entrypoint.errors import ConfigError
@@ -23,6 +24,26 @@ from entrypoint.lmi_options import (
 from entrypoint.vllm_caps import EngineArg, VllmCapabilities
 
 _BOOL_VALUES = ("true", "false")
+
+# Integer arguments vLLM parses with human_readable_int (vllm/engine/arg_utils.py, 0.26 and 0.32):
+# `25.6k` = 25600 (k/m/g/t decimal), `32K` = 32768 (K/M/G/T binary, whole numbers only).
+# max_model_len also takes `auto` / `-1` (human_readable_int_or_auto). Names a vLLM lacks never reach
+# _validate (they are not in its capabilities), so one set covers both versions.
+_HUMAN_READABLE_INT_ARGS = frozenset(
+    {
+        "max_num_batched_tokens",
+        "max_num_scheduled_tokens",
+        "max_num_queued_tokens",  # 0.32
+        "kv_cache_memory_bytes",
+        "safetensors_prefetch_block_size",
+    }
+)
+_AUTO_INT_ARGS = frozenset({"max_model_len"})
+# ASCII only: vLLM's regex and int() would also take '٣', a value no one means.
+_PLAIN_INT = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*")  # int()'s grammar, ASCII digits
+_HUMAN_INT = re.compile(r"[0-9]+(?:\.[0-9]+)?[kmgt]|[0-9]+[KMGT]")
+_INT_EXAMPLES = "a whole number in ASCII digits, e.g. 64"
+_HUMAN_INT_EXAMPLES = ("32768", "32k (= 32000)", "32K (= 32768)", "25.6k")
 
 
 @dataclass
@@ -41,7 +62,7 @@ def _tensor_parallel(value: str, key: str, gpus: GpuInventory) -> str:
     available = max(gpus.count, 1)
     if value.lower() in ("max", "-1"):
         return str(available)
-    if not value.isdigit() or int(value) < 1:
+    if not (value.isascii() and value.isdigit()) or int(value) < 1:  # '²'.isdigit() is true
         raise ConfigError(f"option.{key}", value, "must be a positive integer or 'max'", ("1", "2", "4", "8", "max"))
     if not gpus.is_cpu and int(value) > gpus.count:
         raise ConfigError(
@@ -65,17 +86,14 @@ def _convert(lmi_key: str, vllm_key: str, value: str, gpus: GpuInventory) -> str
     return value
 
 
-def _validate(key: str, value: str, spec: EngineArg) -> str:
-    where = f"option.{key}"
+def _validate(key: str, value: str, spec: EngineArg, where: str) -> str:
+    """Check `value` against vLLM's type for `key`; `where` is the option the user wrote (LMI name)."""
     if spec.kind == "bool":
         if value.lower() not in _BOOL_VALUES:
             raise ConfigError(where, value, "must be a boolean", _BOOL_VALUES)
         return value.lower()
     if spec.kind == "int":
-        try:
-            int(value)
-        except ValueError:
-            raise ConfigError(where, value, "must be an integer") from None
+        _validate_int(key, value, where)
     elif spec.kind == "float":
         try:
             float(value)
@@ -92,6 +110,23 @@ def _validate(key: str, value: str, spec: EngineArg) -> str:
         except json.JSONDecodeError as exc:
             raise ConfigError(where, value, f"is not valid JSON ({exc.msg} at column {exc.colno})") from None
     return value
+
+
+def _validate_int(key: str, value: str, where: str) -> None:
+    """Accept what vLLM's argparse type for this argument accepts; the value is passed on unchanged."""
+    if _PLAIN_INT.fullmatch(value):
+        return
+    if key in _AUTO_INT_ARGS:
+        if value.lower() == "auto" or _HUMAN_INT.fullmatch(value):
+            return
+        raise ConfigError(
+            where, value, "must be an integer, a k/m/g/K/M/G count, or auto", (*_HUMAN_INT_EXAMPLES, "auto")
+        )
+    if key in _HUMAN_READABLE_INT_ARGS:
+        if _HUMAN_INT.fullmatch(value):
+            return
+        raise ConfigError(where, value, "must be an integer or a k/m/g/K/M/G count", _HUMAN_INT_EXAMPLES)
+    raise ConfigError(where, value, "must be an integer", _INT_EXAMPLES)
 
 
 def _render(name: str, value: str, spec: EngineArg | None) -> list[str]:
@@ -144,7 +179,7 @@ def build_engine_args(
             hint = f" (did you mean option.{close[0]}?)" if close else ""
             result.ignored.append(f"option.{key}: not a vLLM {caps.version} engine argument{hint}")
             continue
-        chosen[vllm_key] = (_validate(vllm_key, value, spec), key)
+        chosen[vllm_key] = (_validate(vllm_key, value, spec, f"option.{key}"), key)
 
     for vllm_key in sorted(chosen):
         value, lmi_key = chosen[vllm_key]

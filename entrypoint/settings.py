@@ -1,8 +1,10 @@
 """Settings the way LMI reads them: serving.properties, then OPTION_* env, then SageMaker/TGI aliases.
 
-Precedence (highest first), per key: the CLI (`--model`), serving.properties, `OPTION_FOO` in the
-environment, SageMaker/TGI alias variables. Exactly one properties file is read: an explicit
-`--properties` path, else `serving.properties` in the model directory, else the image default.
+Precedence (highest first), per key: the CLI (`--model`), the user's serving.properties (`--properties`
+or the model directory's), `OPTION_FOO` in the environment, SageMaker/TGI alias variables, and last the
+image default serving.properties. Exactly one properties file is read: an explicit `--properties` path,
+else `serving.properties` in the model directory, else the image default. The image default is only a
+fallback: a deployment that sets `OPTION_MOE_BACKEND` or `TENSOR_PARALLEL_DEGREE` must get what it set.
 """
 
 from __future__ import annotations
@@ -51,26 +53,55 @@ def normalise_key(key: str) -> str:
     return key.strip().lower().replace("-", "_")
 
 
+def _unencodable(text: str) -> str | None:
+    """Why `text` cannot become an argv element or an environment value, or None when it can.
+
+    `\\ud800` escapes decode to lone surrogates, which UTF-8 cannot encode (print and os.execvpe fail
+    late, with a traceback); NUL ends a C string, so execve would silently cut the value.
+    """
+    if "\x00" in text:
+        return "contains a NUL character"
+    if any("\ud800" <= ch <= "\udfff" for ch in text):
+        return "contains a lone UTF-16 surrogate (a \\uD800-\\uDFFF escape not part of a valid pair)"
+    return None
+
+
 def read_properties(path: Path) -> dict[str, str]:
     """Java-properties syntax (escapes, continuation lines, `:` separators) via javaproperties."""
     try:
         with path.open(encoding="utf-8") as handle:
-            return dict(javaproperties.load(handle))
+            raw = dict(javaproperties.load(handle))
     except FileNotFoundError as exc:
         raise ConfigError("--properties", str(path), "file not found") from exc
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ConfigError("--properties", str(path), f"cannot be read as Java properties ({exc})") from exc
+    for key, value in raw.items():
+        for text in (key, value):
+            why = _unencodable(text)
+            if why is not None:
+                # The message must print: repr() escapes the value, the key is escaped here.
+                shown_key = key.encode("utf-8", "backslashreplace").decode("utf-8")
+                raise ConfigError(shown_key, value, f"{why} (in {path})", "text without NUL or unpaired surrogates")
+    return raw
 
 
-def _split_properties(raw: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+def _split_properties(raw: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str], list[str]]:
+    """option.* keys, server keys, and the keys left out because their value is empty.
+
+    An empty value means "not set", exactly as an empty OPTION_* variable does: `option.quantization=`
+    must not become an empty argv element, and it leaves the key to the lower layers.
+    """
     options: dict[str, str] = {}
     server: dict[str, str] = {}
+    empty: list[str] = []
     for key, value in raw.items():
-        if key.lower().startswith(OPTION_PREFIX):
+        if not value.strip():
+            empty.append(key)
+        elif key.lower().startswith(OPTION_PREFIX):
             options[normalise_key(key[len(OPTION_PREFIX) :])] = value.strip()
         else:
             server[normalise_key(key)] = value.strip()
-    return options, server
+    return options, server, empty
 
 
 def _env_options(environ: Mapping[str, str]) -> dict[str, tuple[str, str]]:
@@ -101,17 +132,23 @@ def _model_dir_properties(model: str) -> Path | None:
     return candidate if "://" not in model and candidate.is_file() else None
 
 
-def choose_properties_file(explicit: Path | None, model: str, environ: Mapping[str, str]) -> tuple[Path | None, str]:
-    """Which single serving.properties to read, and why (one reason line)."""
+def choose_properties_file(
+    explicit: Path | None, model: str, environ: Mapping[str, str]
+) -> tuple[Path | None, str, bool]:
+    """Which single serving.properties to read, why (one reason line), and whether it is the image default."""
     if explicit is not None:
-        return explicit, f"serving.properties: {explicit} (--properties)"
+        return explicit, f"serving.properties: {explicit} (--properties)", False
     in_model = _model_dir_properties(model)
     if in_model is not None:
-        return in_model, f"serving.properties: {in_model} (model directory)"
-    default = Path(environ.get(DEFAULT_PROPERTIES_ENV, DEFAULT_PROPERTIES_PATH))
+        return in_model, f"serving.properties: {in_model} (model directory)", False
+    default = image_default_properties(environ)
     if default.is_file():
-        return default, f"serving.properties: {default} (image default)"
-    return None, "serving.properties: none found; environment and defaults only"
+        return default, f"serving.properties: {default} (image default; OPTION_* and alias variables override it)", True
+    return None, "serving.properties: none found; environment and defaults only", False
+
+
+def image_default_properties(environ: Mapping[str, str]) -> Path:
+    return Path(environ.get(DEFAULT_PROPERTIES_ENV, DEFAULT_PROPERTIES_PATH))
 
 
 def _port(environ: Mapping[str, str], override: int | None) -> int:
@@ -120,7 +157,8 @@ def _port(environ: Mapping[str, str], override: int | None) -> int:
     raw = environ.get("SAGEMAKER_BIND_TO_PORT", "").strip()
     if not raw:
         return DEFAULT_PORT
-    if not raw.isdigit() or not 0 < int(raw) < 65536:
+    # isdigit() alone is true for '²' and '٣', which int() then rejects or reads as a number.
+    if not (raw.isascii() and raw.isdigit()) or not 0 < int(raw) < 65536:
         raise ConfigError("SAGEMAKER_BIND_TO_PORT", raw, "must be a TCP port number", "1-65535")
     return int(raw)
 
@@ -141,27 +179,37 @@ def load_settings(
     # The model location decides which serving.properties is read, so settle it from the
     # sources that do not depend on the file first; the file may then name another model.
     early_model = model or (env_opts.get("model_id") or alias_opts.get("model_id") or (None, ""))[0]
-    path, why = choose_properties_file(properties, early_model or DEFAULT_MODEL_DIR, env)
+    path, why, is_image_default = choose_properties_file(properties, early_model or DEFAULT_MODEL_DIR, env)
+    reasons = [why]
     file_opts: dict[str, str] = {}
     file_server: dict[str, str] = {}
     if path is not None:
-        file_opts, file_server = _split_properties(read_properties(path))
+        file_opts, file_server, empty = _split_properties(read_properties(path))
+        if empty:
+            reasons.append(
+                f"serving.properties: empty value, key left unset (like an empty OPTION_*): {', '.join(empty)}"
+            )
+    file_layer = {key: (value, f"file:{path}") for key, value in file_opts.items()}
 
+    # Lowest precedence first; the image default sits under the environment, the user's file above it.
+    layers = [alias_opts, env_opts]
+    layers.insert(0 if is_image_default else len(layers), file_layer)
+    if model:
+        layers.append({"model_id": (model, "cli:--model")})
     options: dict[str, str] = {}
     sources: dict[str, str] = {}
-    for layer in (alias_opts, env_opts):  # lowest precedence first
+    overridden: list[str] = []
+    for layer in layers:
         for key, (value, origin) in layer.items():
+            if key in sources:
+                overridden.append(f"option.{key} from {origin} (over {sources[key]})")
             options[key] = value
             sources[key] = origin
-    for key, value in file_opts.items():
-        options[key] = value
-        sources[key] = f"file:{path}"
-    if model:
-        options["model_id"] = model
-        sources["model_id"] = "cli:--model"
+    if overridden:
+        reasons.append("settings overridden: " + "; ".join(overridden))  # keys and origins only, never values
 
-    server = {key: value for env_name, key in ENV_SERVER_ALIASES if (value := env.get(env_name, "").strip())}
-    server.update(file_server)
+    env_server = {key: value for env_name, key in ENV_SERVER_ALIASES if (value := env.get(env_name, "").strip())}
+    server = {**file_server, **env_server} if is_image_default else {**env_server, **file_server}
     settings = Settings(
         options=options,
         server=server,
@@ -170,4 +218,4 @@ def load_settings(
         host=host or "0.0.0.0",
         port=_port(env, port),
     )
-    return settings, [why]
+    return settings, reasons

@@ -48,6 +48,17 @@ MAPPINGS = [
         id="JSON stays one element",
     ),
     pytest.param({"max_model_len": "32768"}, ["--max-model-len", "32768"], id="engine args pass through"),
+    pytest.param({"max_model_len": "32k"}, ["--max-model-len", "32k"], id="max_model_len 32k passes unchanged"),
+    pytest.param({"max_model_len": "32K"}, ["--max-model-len", "32K"], id="max_model_len 32K (binary)"),
+    pytest.param({"max_model_len": "25.6k"}, ["--max-model-len", "25.6k"], id="max_model_len decimal with k"),
+    pytest.param({"max_model_len": "auto"}, ["--max-model-len", "auto"], id="max_model_len auto"),
+    pytest.param({"max_model_len": "-1"}, ["--max-model-len", "-1"], id="max_model_len -1"),
+    pytest.param(
+        {"max_rolling_batch_prefill_tokens": "8k"},
+        ["--max-num-batched-tokens", "8k"],
+        id="max_rolling_batch_prefill_tokens 8k",
+    ),
+    pytest.param({"kv_cache_memory_bytes": "2G"}, ["--kv-cache-memory-bytes", "2G"], id="kv_cache_memory_bytes 2G"),
     pytest.param({"kv_cache_dtype": "fp8"}, ["--kv-cache-dtype", "fp8"], id="kv cache dtype passes through"),
     pytest.param(
         {"tensor_parallel_degree": "8", "tensor_parallel_size": "8"},
@@ -111,7 +122,31 @@ ERRORS = [
         "Accepted: true, false",
         id="a bad boolean",
     ),
-    pytest.param({"max_model_len": "4k"}, "option.max_model_len='4k'", "must be an integer", id="a bad integer"),
+    pytest.param({"max_num_seqs": "4k"}, "option.max_num_seqs='4k'", "must be an integer", id="a bad integer"),
+    pytest.param(
+        {"max_rolling_batch_size": "\u0663"},
+        "option.max_rolling_batch_size='\u0663'",
+        "Accepted: a whole number in ASCII digits",
+        id="a non-ASCII digit names the LMI key",
+    ),
+    pytest.param(
+        {"max_model_len": "lots"}, "option.max_model_len='lots'", "or auto. Accepted: 32768", id="max_model_len junk"
+    ),
+    pytest.param(
+        {"max_model_len": "1.5K"}, "option.max_model_len='1.5K'", "k/m/g/K/M/G", id="decimal with a binary suffix"
+    ),
+    pytest.param(
+        {"max_rolling_batch_prefill_tokens": "auto"},
+        "option.max_rolling_batch_prefill_tokens='auto'",
+        "must be an integer or a k/m/g/K/M/G count",
+        id="auto only for max_model_len",
+    ),
+    pytest.param(
+        {"tensor_parallel_degree": "\u00b2"},
+        "option.tensor_parallel_degree='\u00b2'",
+        "positive integer",
+        id="a superscript digit tp",
+    ),
     pytest.param(
         {"gpu_memory_utilization": "most"}, "option.gpu_memory_utilization='most'", "must be a number", id="a bad float"
     ),
@@ -134,3 +169,49 @@ def test_bad_options_are_refused_naming_key_and_value(options, key_and_value, me
 def test_an_unknown_engine_is_refused():
     with pytest.raises(ConfigError, match="engine='DeepSpeed': unknown engine. Accepted: Python, MPI"):
         build_engine_args({}, {"engine": "DeepSpeed"}, CAPS, H200X8)
+
+
+ORACLE_VALUES = [
+    "4096",
+    "-1",
+    "1_000",
+    "32k",
+    "32K",
+    "25.6k",
+    "1.5K",
+    "2g",
+    "1t",
+    "auto",
+    "AUTO",
+    "4x",
+    "k",
+    "0x10",
+    "",
+]
+
+
+def test_integer_acceptance_matches_vllms_own_parsers():
+    """For ASCII input our validator agrees with the installed vLLM's argparse types (imports vLLM: ~5 s)."""
+    import argparse
+
+    from vllm.utils.argparse_utils import human_readable_int, human_readable_int_or_auto
+
+    def vllm_accepts(parse, value: str) -> bool:
+        try:
+            parse(value)
+        except (ValueError, argparse.ArgumentTypeError):
+            return False
+        return True
+
+    for key, parse in (
+        ("max_model_len", human_readable_int_or_auto),
+        ("max_num_batched_tokens", human_readable_int),
+        ("max_num_seqs", int),
+    ):
+        for value in ORACLE_VALUES:
+            try:
+                build_engine_args({key: value}, {}, CAPS, H200X8)
+                ours = True
+            except ConfigError:
+                ours = False
+            assert ours == vllm_accepts(parse, value), (key, value)

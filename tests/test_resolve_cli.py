@@ -197,3 +197,30 @@ def test_the_human_output_is_a_table_and_reasons():
     assert done.returncode == 0, done.stderr
     assert "moe_backend" in done.stdout and "reasons:" in done.stdout
     assert "vllm serve " in done.stdout
+
+
+def test_environment_settings_beat_the_image_default_serving_properties():
+    """The image's own serving.properties (moe_backend=auto, tensor_parallel_degree=max) is the lowest layer."""
+    env = {
+        "MOE_SERVING_DEFAULT_PROPERTIES": str(FIXTURES.parents[2] / "serving.properties"),
+        "OPTION_MOE_BACKEND": "flashinfer_cutlass",
+        "OPTION_GPU_MEMORY_UTILIZATION": "0.5",
+        "TENSOR_PARALLEL_DEGREE": "2",
+    }
+    plan = resolve_json("qwen3-30b-a3b-fp8", "--gpu", "H200", "--num-gpus", "8", "--vllm-version", "0.26.0", env=env)
+    args = plan["vllm_args"]
+    assert plan["moe_backend"] == "flashinfer_cutlass"
+    assert args[args.index("--gpu-memory-utilization") + 1] == "0.5"
+    assert args[args.index("--tensor-parallel-size") + 1] == "2"
+    assert any(r.startswith("settings overridden:") and "env:TENSOR_PARALLEL_DEGREE" in r for r in plan["reasons"])
+
+
+def test_a_lone_surrogate_in_serving_properties_exits_2_with_a_printable_message(tmp_path):
+    props = tmp_path / "serving.properties"
+    props.write_text("option.served_model_name=\\ud800\n", encoding="utf-8")
+    done = run_resolve(
+        "--model", str(FIXTURES / "qwen3-30b-a3b-fp8"), "--properties", str(props), "--gpu", "H200", "--json"
+    )
+    assert done.returncode == 2
+    assert "option.served_model_name='\\ud800'" in done.stderr
+    done.stderr.encode("utf-8")  # what a real stderr does with it

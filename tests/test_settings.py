@@ -180,3 +180,169 @@ def test_a_bad_enable_cuda_graphs_value_is_refused():
 def test_a_missing_properties_file_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="--properties.*file not found"):
         read_properties(tmp_path / "absent.properties")
+
+
+# --- Layer order: image default file < SageMaker/TGI aliases < OPTION_* < the user's file < --model ---------
+
+
+def _image_default(tmp_path: Path, text: str) -> dict[str, str]:
+    return {"MOE_SERVING_DEFAULT_PROPERTIES": str(_props(tmp_path, text, name="image-default.properties"))}
+
+
+LAYER_CASES = [
+    pytest.param({"OPTION_MOE_BACKEND": "triton"}, "moe_backend", "triton", id="OPTION_ env beats the image default"),
+    pytest.param(
+        {"TENSOR_PARALLEL_DEGREE": "2"}, "tensor_parallel_degree", "2", id="a SageMaker alias beats the image default"
+    ),
+    pytest.param(
+        {"CUDA_MEMORY_FRACTION": "0.5"},
+        "gpu_memory_utilization",
+        "0.5",
+        id="CUDA_MEMORY_FRACTION beats the image default",
+    ),
+    pytest.param(
+        {"ENABLE_CUDA_GRAPHS": "false"}, "enforce_eager", "true", id="ENABLE_CUDA_GRAPHS beats the image default"
+    ),
+    pytest.param(
+        {"TENSOR_PARALLEL_DEGREE": "2", "OPTION_TENSOR_PARALLEL_DEGREE": "4"},
+        "tensor_parallel_degree",
+        "4",
+        id="OPTION_ still beats the alias above the image default",
+    ),
+    pytest.param({}, "max_rolling_batch_size", "64", id="the image default fills keys nobody else sets"),
+]
+
+
+@pytest.mark.parametrize(("environ", "key", "expected"), LAYER_CASES)
+def test_the_image_default_file_is_the_lowest_layer(tmp_path, environ, key, expected):
+    env = _image_default(
+        tmp_path,
+        "option.moe_backend=auto\noption.tensor_parallel_degree=max\noption.gpu_memory_utilization=0.9\n"
+        "option.enforce_eager=false\noption.max_rolling_batch_size=64\n",
+    )
+    settings, _ = load_settings(model=str(tmp_path / "model"), environ={**env, **environ})
+    assert settings.options.get(key) == expected
+
+
+def test_an_environment_server_alias_beats_the_image_default_but_not_the_users_file(tmp_path):
+    env = {**_image_default(tmp_path, "job_queue_size=10\n"), "MAX_CONCURRENT_REQUESTS": "99"}
+    settings, _ = load_settings(model=str(tmp_path / "model"), environ=env)
+    assert settings.server["job_queue_size"] == "99"
+    user = _props(tmp_path, "job_queue_size=7\n")
+    settings, _ = load_settings(model=str(tmp_path / "model"), properties=user, environ=env)
+    assert settings.server["job_queue_size"] == "7"
+
+
+def test_the_users_file_still_beats_the_environment_when_an_image_default_exists(tmp_path):
+    env = {**_image_default(tmp_path, "option.moe_backend=auto\n"), "OPTION_MOE_BACKEND": "triton"}
+    model = tmp_path / "model"
+    model.mkdir()
+    _props(model, "option.moe_backend=flashinfer_cutlass\n")
+    settings, reasons = load_settings(model=str(model), environ=env)
+    assert settings.options["moe_backend"] == "flashinfer_cutlass"
+    assert settings.sources["moe_backend"] == f"file:{model / 'serving.properties'}"
+    assert "image-default" not in "\n".join(reasons)  # exactly one file is read
+
+
+def test_one_reason_line_names_where_each_overridden_key_came_from_without_values(tmp_path):
+    env = {**_image_default(tmp_path, "option.moe_backend=auto\n"), "OPTION_MOE_BACKEND": "triton-SECRETISH"}
+    _, reasons = load_settings(model=str(tmp_path / "model"), environ=env)
+    (line,) = [reason for reason in reasons if reason.startswith("settings overridden:")]
+    assert "option.moe_backend from env:OPTION_MOE_BACKEND (over file:" in line
+    assert "triton-SECRETISH" not in line
+    assert "image default" in reasons[0]
+
+
+REPO = Path(__file__).resolve().parents[1]
+QWEN = str(REPO / "tests/fixtures/models/qwen3-30b-a3b-fp8")
+
+
+def _plan(environ: dict[str, str], **kw):
+    from entrypoint.planning import build_plan
+
+    return build_plan(model=QWEN, gpu="H200", num_gpus=8, vllm_version="0.26.0", environ=environ, **kw)
+
+
+def test_env_option_beats_the_repositorys_image_default_file() -> None:
+    # The image default sets moe_backend=auto and tensor_parallel_degree=max (serving.properties).
+    env = {
+        "MOE_SERVING_DEFAULT_PROPERTIES": str(REPO / "serving.properties"),
+        "OPTION_MOE_BACKEND": "flashinfer_cutlass",
+        "OPTION_GPU_MEMORY_UTILIZATION": "0.5",
+        "TENSOR_PARALLEL_DEGREE": "2",
+    }
+    plan = _plan(env)
+    args = list(plan.vllm_args)
+    assert plan.moe_backend == "flashinfer_cutlass"
+    assert args[args.index("--gpu-memory-utilization") + 1] == "0.5"
+    assert args[args.index("--tensor-parallel-size") + 1] == "2"
+
+
+# --- Values that cannot become argv/environment text ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("environ", "key"),
+    [
+        ({"SAGEMAKER_BIND_TO_PORT": "\u00b2"}, "SAGEMAKER_BIND_TO_PORT"),
+        ({"SAGEMAKER_BIND_TO_PORT": "\u0668\u0660\u0668\u0660"}, "SAGEMAKER_BIND_TO_PORT"),  # Arabic-Indic 8080
+        ({"OPTION_TENSOR_PARALLEL_DEGREE": "\u00b2"}, "option.tensor_parallel_degree"),
+    ],
+    ids=["superscript port", "arabic-indic port", "superscript tensor_parallel_degree"],
+)
+def test_unicode_digits_are_a_config_error_naming_the_key(environ, key) -> None:
+    with pytest.raises(ConfigError) as caught:
+        _plan(environ)
+    assert caught.value.key == key and caught.value.value == next(iter(environ.values()))
+    assert caught.value.accepted
+
+
+@pytest.mark.parametrize(
+    ("line", "key"),
+    [
+        ("option.served_model_name=\\ud800\n", "option.served_model_name"),
+        ("option.served_model_name=a\\udc80b\n", "option.served_model_name"),
+        ("option.revision=ab\\u0000c\n", "option.revision"),
+        ("option.x\\ud800=1\n", "option.x\\ud800"),  # shown escaped
+    ],
+    ids=["lone high surrogate", "lone low surrogate", "NUL", "surrogate in the key"],
+)
+def test_unencodable_property_text_is_refused_when_the_file_is_read(tmp_path, line, key) -> None:
+    path = _props(tmp_path, line)
+    with pytest.raises(ConfigError) as caught:
+        read_properties(path)
+    assert caught.value.key == key
+    assert str(path) in caught.value.reason
+    str(caught.value).encode("utf-8")  # the message itself prints: the character is escaped by repr()
+
+
+def test_a_valid_surrogate_pair_escape_is_one_character(tmp_path) -> None:
+    assert read_properties(_props(tmp_path, "option.served_model_name=\\ud83d\\ude00\n")) == {
+        "option.served_model_name": "\U0001f600"
+    }
+
+
+def test_a_lone_surrogate_escape_in_serving_properties_stops_the_plan(tmp_path: Path) -> None:
+    props = _props(tmp_path, "option.served_model_name=\\ud800\n")
+    with pytest.raises(ConfigError, match="option.served_model_name"):
+        _plan({}, properties=props)
+
+
+# --- Empty values in the file mean "not set", as empty environment values do --------------------------------
+
+
+def test_an_empty_file_value_is_left_unset_and_logged(tmp_path) -> None:
+    path = _props(tmp_path, "option.quantization=\noption.max_model_len = \nengine=\noption.dtype=bf16\n")
+    settings, reasons = load_settings(properties=path, environ={"OPTION_MAX_MODEL_LEN": "4096"})
+    assert "quantization" not in settings.options
+    assert settings.options["max_model_len"] == "4096"  # the lower layer shows through, as for an empty env value
+    assert "engine" not in settings.server
+    (line,) = [reason for reason in reasons if "empty value" in reason]
+    assert "option.quantization" in line and "option.max_model_len" in line and "engine" in line
+
+
+def test_an_empty_file_value_never_becomes_an_empty_argv_element(tmp_path) -> None:
+    props = _props(tmp_path, "option.quantization=\noption.served_model_name=\n")
+    args = list(_plan({}, properties=props).vllm_args)
+    assert "" not in args
+    assert "--quantization" not in args and "--served-model-name" not in args
