@@ -13,9 +13,15 @@ VARIANT = "AllTraffic"
 NAME_MAX = 63  # EndpointName / ModelName / EndpointConfigName
 
 
+def utc_stamp(now: float | None = None) -> str:
+    """UTC time to the millisecond: a `deploy` and an `update` of one endpoint within a second get distinct names."""
+    now = time.time() if now is None else now
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime(now)) + f"{int(now * 1000) % 1000:03d}"
+
+
 def resource_name(endpoint: str, stamp: str | None = None) -> str:
     """`<endpoint>-<UTC timestamp>` for the model and endpoint config, within SageMaker's 63 characters."""
-    stamp = stamp or time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    stamp = stamp or utc_stamp()
     return f"{endpoint[: NAME_MAX - len(stamp) - 1].rstrip('-')}-{stamp}"
 
 

@@ -10,7 +10,7 @@ import pytest
 from entrypoint.errors import ConfigError
 from sagemaker_deploy.environment import check_env_limits, env_name, properties_to_env
 from sagemaker_deploy.instances import INSTANCE_GPUS, accelerators_for
-from sagemaker_deploy.requests import Deployment, resource_name
+from sagemaker_deploy.requests import Deployment, resource_name, utc_stamp
 from sagemaker_deploy.sizing import MAX_TIMEOUT_S, MIN_TIMEOUT_S, ModelSize, size_of_local_model, timeouts_for
 from sagemaker_deploy.streaming import Final, StreamError, StreamParser, Token
 from sagemaker_deploy.validation import RequestInvalid, enum_values, validate_request
@@ -127,6 +127,11 @@ def test_config_estimate_is_within_ten_percent_of_known_sizes(fixture, low_gb, h
     assert low_gb * 1e9 < size.bytes < high_gb * 1e9
 
 
+def test_names_of_two_deployments_in_one_second_differ():
+    assert utc_stamp(1_790_000_000.001) != utc_stamp(1_790_000_000.999)
+    assert utc_stamp(1_790_000_000.25).endswith("250") and len(resource_name("e" * 80)) == 63
+
+
 def test_resource_names_fit_sagemaker_and_validate():
     name = resource_name("x" * 80, "20261129-203000")
     assert len(name) == 63 and name.endswith("-20261129-203000")
@@ -135,9 +140,8 @@ def test_resource_names_fit_sagemaker_and_validate():
 
 def test_one_deployment_names_its_model_and_config_once_even_across_a_second_boundary(monkeypatch):
     # CI caught CreateEndpoint naming a config one second newer than the one just created.
-    seconds = iter(range(1_790_000_000, 1_790_000_100))
-    real_gmtime = time.gmtime
-    monkeypatch.setattr(time, "gmtime", lambda *_: real_gmtime(next(seconds)))
+    clock = iter(1_790_000_000.9 + 0.2 * i for i in range(100))  # crosses a second on the second read
+    monkeypatch.setattr(time, "time", lambda: next(clock))
     d = _deployment(resource="")
     names = {
         d.create_model()["ModelName"],
