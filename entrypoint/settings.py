@@ -57,7 +57,7 @@ def _unencodable(text: str) -> str | None:
     """Why `text` cannot become an argv element or an environment value, or None when it can.
 
     `\\ud800` escapes decode to lone surrogates, which UTF-8 cannot encode (print and os.execvpe fail
-    late, with a traceback); NUL ends a C string, so execve would silently cut the value.
+    late, with a traceback); NUL cannot be in a C string (os.execvpe: "embedded null byte").
     """
     if "\x00" in text:
         return "contains a NUL character"
