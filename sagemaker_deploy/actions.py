@@ -11,7 +11,7 @@ from botocore.exceptions import ClientError
 from sagemaker_deploy.aws import Clients, DeployError, aws_errors, is_not_found
 from sagemaker_deploy.prepare import Prepared
 from sagemaker_deploy.s3data import upload_properties
-from sagemaker_deploy.streaming import Final, StreamError, StreamParser, Token
+from sagemaker_deploy.streaming import Final, StreamError, StreamParser, Token, Unreadable
 from sagemaker_deploy.validation import validate_request
 from sagemaker_deploy.waiter import wait_for_endpoint
 
@@ -161,7 +161,12 @@ def invoke(clients: Clients, endpoint: str, body: bytes) -> dict[str, Any]:
     raw = response["Body"].read()
     try:
         answer = json.loads(raw)
-    except json.JSONDecodeError as exc:
+    except UnicodeDecodeError as exc:  # json.loads decodes bytes itself: a ValueError, not a JSONDecodeError
+        raise DeployError(
+            f"endpoint {endpoint} answered with bytes that are not UTF-8 ({exc.reason} at byte {exc.start}): "
+            f"{raw[:200]!r}"
+        ) from exc
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, over-long integers, absurd nesting
         raise DeployError(f"endpoint {endpoint} answered with non-JSON: {raw[:200]!r}") from exc
     return answer if isinstance(answer, dict) else {"answer": answer}
 
@@ -200,6 +205,8 @@ def _print_events(events: list[Any], out: TextIO) -> Final | None:
         if isinstance(event, Token):
             out.write(event.text)
             out.flush()
+        elif isinstance(event, Unreadable):
+            raise DeployError(f"the endpoint's stream is unreadable: {event.message}")
         elif isinstance(event, StreamError):
             raise DeployError(f"the model stopped with an error (code {event.code}): {event.message}")
         elif isinstance(event, Final):

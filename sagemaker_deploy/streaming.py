@@ -28,11 +28,20 @@ class Final:
 
 @dataclass(frozen=True)
 class StreamError:
+    """An error the server sent as a line: `{"code": N, "error": "..."}`."""
+
     code: int | None
     message: str
 
 
-Event = Token | Final | StreamError
+@dataclass(frozen=True)
+class Unreadable:
+    """A line this parser cannot read (not UTF-8, not JSON, not an object): the stream is broken."""
+
+    message: str
+
+
+Event = Token | Final | StreamError | Unreadable
 
 
 class StreamParser:
@@ -52,18 +61,23 @@ class StreamParser:
 
 
 def parse_line(raw: bytes) -> Iterator[Event]:
-    text = raw.decode("utf-8").strip()
+    """One line's events; a line that is not UTF-8 JSON is an Unreadable event, never an exception."""
+    try:
+        text = raw.decode("utf-8").strip()
+    except UnicodeDecodeError as exc:  # lines are whole here (split at b"\n"), so this is a bad byte
+        yield Unreadable(f"a line is not UTF-8 ({exc.reason} at byte {exc.start}): {raw[:200]!r}")
+        return
     if text.startswith("data:"):
         text = text[len("data:") :].strip()
     if not text or text == "[DONE]":
         return
     try:
         obj = json.loads(text)
-    except json.JSONDecodeError:
-        yield StreamError(None, f"not a JSON line: {text[:200]!r}")
+    except (ValueError, RecursionError):  # JSONDecodeError, over-long integers, absurd nesting
+        yield Unreadable(f"not a JSON line: {text[:200]!r}")
         return
     if not isinstance(obj, dict):
-        yield StreamError(None, f"not a JSON object: {text[:200]!r}")
+        yield Unreadable(f"not a JSON object: {text[:200]!r}")
         return
     if "error" in obj:
         error = obj["error"]
@@ -75,8 +89,12 @@ def parse_line(raw: bytes) -> Iterator[Event]:
         yield Token(token["text"])
     elif isinstance(obj.get("choices"), list):
         for choice in obj["choices"]:
-            piece = (choice.get("delta") or {}).get("content") if "delta" in choice else choice.get("text")
-            if piece:
+            # Shapes other than OpenAI's (a choice or delta that is not an object) carry no text.
+            if not isinstance(choice, dict):
+                continue
+            delta = choice.get("delta")
+            piece = delta.get("content") if isinstance(delta, dict) else choice.get("text")
+            if isinstance(piece, str) and piece:
                 yield Token(piece)
     if obj.get("generated_text") is not None:
         yield Final(obj["generated_text"], obj.get("details"))
