@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
@@ -24,7 +25,7 @@ CPU_ENV = {
     "HF_HUB_OFFLINE": "1",
 }
 
-STARTED: list[Server] = []  # every server of this session, for the failure report hook
+STARTED: list[Server] = []  # every server of this session: the failure report hook, stop_all at exit
 
 
 def free_port() -> int:
@@ -43,23 +44,38 @@ class Server:
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
     started_in_s: float | None = None
+    stopped: bool = False
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> Server:
+    def launch(self) -> Server:
+        """Start the process without waiting for it (start() waits; stop_all() stops it at exit at the latest)."""
         env = {**os.environ, **CPU_ENV, **self.env, "PYTHONUNBUFFERED": "1"}
         argv = [sys.executable, "-m", "entrypoint", *self.args, "--port", str(self.port)]
         self._log = self.log_path.open("wb")
-        began = time.monotonic()
+        self._began = time.monotonic()
         # Own process group: teardown can stop vLLM's engine child too, even if the server hangs.
         self.proc = subprocess.Popen(
             argv, cwd=REPO, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
         )
         STARTED.append(self)
-        self.wait_ready(began)
-        self.started_in_s = time.monotonic() - began
+        return self
+
+    def start(self) -> Server:
+        """Launch and wait for /ping 200; a server that never gets there is stopped before the error rises.
+
+        (It runs in its own session, so nothing else would stop it: it would outlive pytest and take the
+        machine's cores from every later test.)
+        """
+        self.launch()
+        try:
+            self.wait_ready(self._began)
+        except BaseException:
+            self.stop()
+            raise
+        self.started_in_s = time.monotonic() - self._began
         return self
 
     def wait_ready(self, began: float) -> None:
@@ -99,8 +115,11 @@ class Server:
         return pids
 
     def stop(self) -> int | None:
+        """SIGTERM, then SIGKILL to the whole group after 30 s; the exit status. Calling it again is harmless."""
         if self.proc is None:
             return None
+        if self.stopped:
+            return self.proc.returncode
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -112,4 +131,15 @@ class Server:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         self._log.close()
+        self.stopped = True
         return self.proc.returncode
+
+
+def stop_all() -> None:
+    """Stop every server of this process not stopped yet: a test that failed before its own stop()
+    (or a fixture whose teardown never ran) must not leave vLLM running after pytest exits."""
+    for server in STARTED:
+        server.stop()
+
+
+atexit.register(stop_all)

@@ -6,6 +6,8 @@
 - The engine process dies: the server exits non-zero (no supervisor restarts it; the container
   exits and SageMaker replaces it) and /ping stops answering 200.
 - An FP8 checkpoint on the CPU engine is refused at start, exit code 2, with a clear message.
+- The harness itself: a server that never gets ready, or that a dying test never stopped, is
+  stopped anyway (it runs in its own session and would otherwise outlive pytest).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.e2e import server as e2e_server
 from tests.e2e.server import CPU_ENV, REPO, Server, free_port
 
 SAGEMAKER_STOP_GRACE_S = 30.0
@@ -56,51 +59,93 @@ async def open_streams(url: str, count: int, started: asyncio.Event) -> list[tup
 
 def test_run_local_then_sigterm_with_open_streams(tiny_model: Path, tmp_path: Path) -> None:
     server = Server(["run-local"], tmp_path / "run-local.log", env={"MOE_SERVING_TINY_MODEL_DIR": str(tiny_model)})
-    server.start()
-    print(f"run-local: first /ping 200 after {server.started_in_s:.1f} s")
-    assert server.proc is not None
+    try:
+        server.start()
+        print(f"run-local: first /ping 200 after {server.started_in_s:.1f} s")
+        assert server.proc is not None
 
-    async def scenario() -> tuple[list[tuple[list[dict[str, Any]], str | None]], float]:
-        started = asyncio.Event()
-        streams = asyncio.ensure_future(open_streams(server.url, 8, started))
-        await asyncio.wait_for(started.wait(), timeout=60)
-        signalled = time.monotonic()
-        server.proc.send_signal(signal.SIGTERM)
-        results = await streams
-        while server.proc.poll() is None and time.monotonic() - signalled < SAGEMAKER_STOP_GRACE_S + 5:
-            await asyncio.sleep(0.1)
-        return results, time.monotonic() - signalled
+        async def scenario() -> tuple[list[tuple[list[dict[str, Any]], str | None]], float]:
+            started = asyncio.Event()
+            streams = asyncio.ensure_future(open_streams(server.url, 8, started))
+            await asyncio.wait_for(started.wait(), timeout=60)
+            signalled = time.monotonic()
+            server.proc.send_signal(signal.SIGTERM)
+            results = await streams
+            while server.proc.poll() is None and time.monotonic() - signalled < SAGEMAKER_STOP_GRACE_S + 5:
+                await asyncio.sleep(0.1)
+            return results, time.monotonic() - signalled
 
-    results, exit_after = asyncio.run(scenario())
-    assert server.proc.poll() is not None, "server still running after SIGTERM"
-    assert exit_after < SAGEMAKER_STOP_GRACE_S, f"exited {exit_after:.1f} s after SIGTERM"
-    for lines, transport_error in results:
-        assert transport_error is None, f"stream cut without a final line: {transport_error}"
-        assert lines and is_final_or_error(lines[-1]), f"last line is neither an answer nor an error: {lines[-1:]}"
-        assert all("token" in line for line in lines[:-1])
-    server.stop()
+        results, exit_after = asyncio.run(scenario())
+        assert server.proc.poll() is not None, "server still running after SIGTERM"
+        assert exit_after < SAGEMAKER_STOP_GRACE_S, f"exited {exit_after:.1f} s after SIGTERM"
+        for lines, transport_error in results:
+            assert transport_error is None, f"stream cut without a final line: {transport_error}"
+            assert lines and is_final_or_error(lines[-1]), f"last line is neither an answer nor an error: {lines[-1:]}"
+            assert all("token" in line for line in lines[:-1])
+    finally:  # also when an assertion failed mid-way: a live server would eat the cores of later tests
+        server.stop()
 
 
 def test_engine_death_stops_the_server_and_ping(tiny_model: Path, tmp_path: Path) -> None:
-    server = Server(["serve", "--model", str(tiny_model), "--host", "127.0.0.1"], tmp_path / "serve.log").start()
-    engines = server.engine_pids()
-    assert engines, "expected vLLM's EngineCore child process"
+    server = Server(["serve", "--model", str(tiny_model), "--host", "127.0.0.1"], tmp_path / "serve.log")
+    try:
+        server.start()
+        engines = server.engine_pids()
+        assert engines, "expected vLLM's EngineCore child process"
+        assert server.proc is not None
+        os.kill(engines[0], signal.SIGKILL)
+        killed = time.monotonic()
+        last_ok: float | None = None
+        while server.proc.poll() is None and time.monotonic() - killed < SAGEMAKER_STOP_GRACE_S:
+            try:
+                if httpx.get(server.url + "/ping", timeout=2).status_code == 200:
+                    last_ok = time.monotonic() - killed
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        code = server.stop()
+        assert server.proc.returncode is not None and time.monotonic() - killed < SAGEMAKER_STOP_GRACE_S + 12
+        assert code != 0, "the container must exit non-zero when its engine dies"
+        # vLLM notices a dead engine at the next health check or its 5 s watchdog, not before.
+        assert last_ok is None or last_ok < 6.0, f"/ping answered 200 {last_ok:.1f} s after the engine died"
+    finally:
+        server.stop()
+
+
+def _group_alive(pid: int) -> bool:
+    try:
+        os.killpg(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_server_that_never_answers_ping_is_stopped_before_the_error(
+    tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(e2e_server, "START_DEADLINE_S", 1.0)  # vLLM cannot even be imported in 1 s
+    server = Server(["serve", "--model", str(tiny_model), "--host", "127.0.0.1"], tmp_path / "slow.log")
+    with pytest.raises(AssertionError, match="no /ping 200 within 1 s"):
+        server.start()
     assert server.proc is not None
-    os.kill(engines[0], signal.SIGKILL)
-    killed = time.monotonic()
-    last_ok: float | None = None
-    while server.proc.poll() is None and time.monotonic() - killed < SAGEMAKER_STOP_GRACE_S:
-        try:
-            if httpx.get(server.url + "/ping", timeout=2).status_code == 200:
-                last_ok = time.monotonic() - killed
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    code = server.stop()
-    assert server.proc.returncode is not None and time.monotonic() - killed < SAGEMAKER_STOP_GRACE_S + 12
-    assert code != 0, "the container must exit non-zero when its engine dies"
-    # vLLM notices a dead engine at the next health check or its 5 s watchdog, not before.
-    assert last_ok is None or last_ok < 6.0, f"/ping answered 200 {last_ok:.1f} s after the engine died"
+    if server.proc.poll() is None or _group_alive(server.proc.pid):
+        os.killpg(server.proc.pid, signal.SIGKILL)  # leave nothing behind even when the check fails
+        pytest.fail("the timed-out server (or a process of its group) is still running")
+
+
+def test_servers_nobody_stopped_are_stopped_when_python_exits(tiny_model: Path, tmp_path: Path) -> None:
+    # What a test that dies before its teardown leaves: a launched server, then the interpreter exits.
+    script = (
+        "import sys; from pathlib import Path; from tests.e2e.server import Server; "
+        "s = Server(['serve', '--model', sys.argv[1]], Path(sys.argv[2])).launch(); print(s.proc.pid)"
+    )
+    argv = [sys.executable, "-c", script, str(tiny_model), str(tmp_path / "orphan.log")]
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    pid = int(done.stdout.split()[-1])
+    if _group_alive(pid):  # leave nothing behind even when the check below fails
+        os.killpg(pid, signal.SIGKILL)
+        pytest.fail("the server launched by a process that exited is still running")
 
 
 def test_fp8_checkpoint_on_the_cpu_engine_is_refused_at_start(tiny_model: Path, tmp_path: Path) -> None:
