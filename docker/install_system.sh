@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Base layer of the image: Ubuntu 24.04's python3.12 in a venv at $VIRTUAL_ENV, and the CUDA
 # compiler + headers that FlashInfer's JIT needs at run time (it compiles the kernels it does not
-# ship prebuilt on first use). No NVIDIA driver: the container toolkit mounts the host's.
+# ship prebuilt on first use). No NVIDIA driver: the container toolkit mounts the host's. cuda-driver-dev
+# brings only the link-time stub libcuda.so that FlashInfer's modules link against (-lcuda), so the image
+# build can compile them (docker/flashinfer_jit_cache.sh) where no driver exists.
 set -euo pipefail
 
 VENV=${VIRTUAL_ENV:-/opt/venv}
@@ -14,6 +16,7 @@ apt-get install -y --no-install-recommends \
     python3.12 python3.12-venv python3.12-dev \
     ca-certificates \
     "cuda-nvcc-${CUDA_DASH}" "cuda-cudart-dev-${CUDA_DASH}" "cuda-nvrtc-dev-${CUDA_DASH}" \
+    "cuda-driver-dev-${CUDA_DASH}" \
     gcc g++ libnuma1
 rm -rf /var/lib/apt/lists/*
 
