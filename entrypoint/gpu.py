@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Sequence
 
 from entrypoint.errors import ConfigError
 from entrypoint.gpu_types import GpuDevice, GpuInventory
@@ -43,12 +45,33 @@ def simulate_gpus(spec: str, count: int | None = None) -> GpuInventory:
     return GpuInventory(devices=(device,) * n, source=f"simulated:{spec}")
 
 
-def detect_gpus() -> GpuInventory:
-    """Every GPU NVML sees (respects CUDA_VISIBLE_DEVICES only as far as NVML does: it does not).
+def visible_indices(value: str | None, uuids: Sequence[str]) -> list[int]:
+    """NVML indices that CUDA will expose under CUDA_VISIBLE_DEVICES=`value` (None: unset → all).
 
-    NVML enumerates all devices of the host; the container runtime already limits what the
-    container sees, which is what matters on SageMaker and with `docker run --gpus`.
+    CUDA's rules: a comma list of indices or UUIDs (`GPU-…`, a unique prefix is enough); parsing stops at the first
+    entry that matches no device (so `-1` or `""` hides every GPU); a device listed twice makes CUDA refuse all.
     """
+    if value is None:
+        return list(range(len(uuids)))
+    chosen: list[int] = []
+    for entry in (e.strip() for e in value.split(",")):
+        if entry.isascii() and entry.isdigit() and int(entry) < len(uuids):
+            index = int(entry)
+        else:
+            matches = [i for i, u in enumerate(uuids) if entry and u.startswith(entry)]
+            if len(matches) != 1:
+                break
+            index = matches[0]
+        if index in chosen:
+            return []
+        chosen.append(index)
+    return chosen
+
+
+def detect_gpus(environ: dict[str, str] | None = None) -> GpuInventory:
+    """The GPUs this process's CUDA will see: NVML enumerates the whole host (or what the container runtime
+    passed in, as on SageMaker and with `docker run --gpus`), narrowed by CUDA_VISIBLE_DEVICES as CUDA does."""
+    env = os.environ if environ is None else environ
     try:
         import pynvml
     except ImportError:
@@ -58,17 +81,26 @@ def detect_gpus() -> GpuInventory:
     except pynvml.NVMLError as exc:
         return GpuInventory(devices=(), source=f"none:NVML unavailable ({exc})")
     try:
+        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+        uuids = [_text(pynvml.nvmlDeviceGetUUID(h)) for h in handles]
+        visible = visible_indices(env.get("CUDA_VISIBLE_DEVICES"), uuids)
         devices = []
-        for index in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            name = pynvml.nvmlDeviceGetName(handle)
-            name = name.decode() if isinstance(name, bytes) else name
+        for index in visible:
+            handle = handles[index]
             major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
             memory = pynvml.nvmlDeviceGetMemoryInfo(handle).total // (1024 * 1024)
+            name = _text(pynvml.nvmlDeviceGetName(handle))
             devices.append(GpuDevice(name=name, compute_capability=(major, minor), memory_mib=memory))
-        return GpuInventory(devices=tuple(devices), source="nvml")
+        source = "nvml"
+        if "CUDA_VISIBLE_DEVICES" in env:
+            source += f" (CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']!r}: {len(visible)} of {len(handles)})"
+        return GpuInventory(devices=tuple(devices), source=source)
     finally:
         pynvml.nvmlShutdown()
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def gpu_inventory(spec: str | None, count: int | None) -> GpuInventory:

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from entrypoint.errors import ConfigError
-from entrypoint.gpu import detect_gpus, simulate_gpus
+from entrypoint.gpu import detect_gpus, simulate_gpus, visible_indices
 from entrypoint.vllm_caps import (
     SNAPSHOT_DIR,
     detect_capabilities,
@@ -107,3 +107,27 @@ def test_detection_without_a_gpu_falls_back_to_cpu():
     inventory = detect_gpus()
     assert inventory.is_cpu
     assert inventory.source.startswith("none:")
+
+
+UUIDS = [f"GPU-{i}a{i}b-0000" for i in range(8)]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (None, list(range(8))),  # unset: all
+        ("0,1", [0, 1]),
+        ("3, 1", [3, 1]),
+        ("GPU-5a5b", [5]),  # a unique UUID prefix
+        ("GPU-2a2b-0000,7", [2, 7]),
+        ("", []),  # set but empty hides every GPU
+        ("-1", []),
+        ("0,9,1", [0]),  # parsing stops at the first entry that is no device
+        ("1,GPU-", [1]),  # an ambiguous prefix is no device
+        ("2,2", []),  # a device listed twice: CUDA refuses all
+        ("٣", []),  # not an ASCII digit
+    ],
+)
+def test_cuda_visible_devices_narrows_what_nvml_lists_as_cuda_does(value, expected):
+    # tensor_parallel_degree=max counts these: on a shared 8-GPU host with CUDA_VISIBLE_DEVICES=0,1 it must be 2
+    assert visible_indices(value, UUIDS) == expected
