@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -96,9 +97,11 @@ def _validate(key: str, value: str, spec: EngineArg, where: str) -> str:
         _validate_int(key, value, where)
     elif spec.kind == "float":
         try:
-            float(value)
+            number = float(value) if value.isascii() else math.nan
         except ValueError:
-            raise ConfigError(where, value, "must be a number") from None
+            number = math.nan
+        if not math.isfinite(number):  # float() also takes 'nan', 'inf' and non-ASCII digits
+            raise ConfigError(where, value, "must be a finite number", ("0.9", "0.85", "1e-3")) from None
     elif spec.kind == "choice":
         normalised = value.lower().replace("-", "_") if key == "moe_backend" else value
         if normalised not in spec.choices:

@@ -148,7 +148,19 @@ ERRORS = [
         id="a superscript digit tp",
     ),
     pytest.param(
-        {"gpu_memory_utilization": "most"}, "option.gpu_memory_utilization='most'", "must be a number", id="a bad float"
+        {"gpu_memory_utilization": "most"},
+        "option.gpu_memory_utilization='most'",
+        "must be a finite number",
+        id="a bad float",
+    ),
+    pytest.param(
+        {"gpu_memory_utilization": "nan"}, "option.gpu_memory_utilization='nan'", "must be a finite number", id="nan"
+    ),
+    pytest.param(
+        {"gpu_memory_utilization": "inf"}, "option.gpu_memory_utilization='inf'", "must be a finite number", id="inf"
+    ),
+    pytest.param(
+        {"gpu_memory_utilization": "٠.٩"}, "option.gpu_memory_utilization='٠.٩'", "must be a finite number", id="arabic"
     ),
     pytest.param(
         {"speculative_config": '{"method": '}, "option.speculative_config=", "not valid JSON", id="broken JSON"
