@@ -69,12 +69,17 @@ class Server:
         (It runs in its own session, so nothing else would stop it: it would outlive pytest and take the
         machine's cores from every later test.)
         """
-        self.launch()
-        try:
-            self.wait_ready(self._began)
-        except BaseException:
-            self.stop()
-            raise
+        for attempt in range(3):
+            self.launch()
+            try:
+                self.wait_ready(self._began)
+                break
+            except BaseException:
+                self.stop()
+                # free_port() releases the port before vLLM binds it: another process may take it in between.
+                if attempt == 2 or "address already in use" not in self.log_tail().lower():
+                    raise
+                self.port, self.stopped = free_port(), False
         self.started_in_s = time.monotonic() - self._began
         return self
 
