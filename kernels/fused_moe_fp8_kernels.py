@@ -166,6 +166,19 @@ def _arrive(counter_ptr, arrivals: tl.constexpr):
 
 
 @triton.jit
+def _pair_block(list_ptr, pid_r, num_pairs, n_rows, c, idx, PAIR_MODE: tl.constexpr):
+    """(row mask, pair ids) of rows [c, c + BLOCK_M) of program row `pid_r`: its one pair (PAIR mode) or its
+    expert's pair list (SCAN mode)."""
+    if PAIR_MODE:
+        rmask = idx < 1
+        pairs = tl.where(rmask, pid_r, 0)
+    else:
+        rmask = c + idx < n_rows
+        pairs = tl.load(list_ptr + pid_r * num_pairs + c + idx, mask=rmask, other=0)
+    return rmask, pairs
+
+
+@triton.jit
 def moe_gemm1_kernel(
     x_ptr,  # (T, H) bf16/fp16/fp32 hidden states
     w_ptr,  # (E, N1, H) float8_e4m3fn; GATED: N1 = 2I, rows [0, I) gate, [I, 2I) up; else N1 = I
@@ -222,12 +235,7 @@ def moe_gemm1_kernel(
     n1 = 2 * inter if GATED else inter
     idx = tl.arange(0, BLOCK_M)
     for c in range(0, n_rows, BLOCK_M):
-        if PAIR_MODE:
-            rmask = idx < 1
-            pairs = tl.where(rmask, pid_r, 0)
-        else:
-            rmask = c + idx < n_rows
-            pairs = tl.load(list_ptr + pid_r * num_pairs + c + idx, mask=rmask, other=0)
+        rmask, pairs = _pair_block(list_ptr, pid_r, num_pairs, n_rows, c, idx, PAIR_MODE)
         tokens = pairs // TOPK
         a_s = _row_scales(
             x_ptr, tokens, rmask, pid_r // TOPK, stride_xt, H, a_scale_ptr, A_STATIC, W_SCALE, PAIR_MODE,
@@ -248,12 +256,7 @@ def moe_gemm1_kernel(
     if SPLIT > 1:  # noqa: SIM102 -- compile-time branch; `constexpr and runtime` would not fold
         if _arrive(counter_ptr + pid_r * tl.num_programs(1) + pid_n, SPLIT):
             for c in range(0, n_rows, BLOCK_M):
-                if PAIR_MODE:
-                    rmask = idx < 1
-                    pairs = tl.where(rmask, pid_r, 0)
-                else:
-                    rmask = c + idx < n_rows
-                    pairs = tl.load(list_ptr + pid_r * num_pairs + c + idx, mask=rmask, other=0)
+                rmask, pairs = _pair_block(list_ptr, pid_r, num_pairs, n_rows, c, idx, PAIR_MODE)
                 m = n_mask[:, None] & rmask[None, :]
                 src = part_ptr + pairs[None, :].to(tl.int64) * n1 + offs_n[:, None]
                 g = tl.zeros((BLOCK_N, BLOCK_M), tl.float32)
