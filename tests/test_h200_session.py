@@ -15,7 +15,7 @@ from pathlib import Path
 from tests.conftest_paths import REPO
 
 SCRIPT = REPO / "benchmarks" / "device" / "h200_session.sh"
-QUEUE_A = ["e2e-nemotron", "own-kernels", "e2e-control", "e2e-qwen"]
+QUEUE_A = ["e2e-nemotron", "own-kernels", "e2e-control", "e2e-qwen", "serving-check"]
 QUEUE_B = ["e2e-mixtral", "e2e-fi-diag", "tune-deepseek", "aotcheck", "engine-start"]
 
 
@@ -58,8 +58,8 @@ def test_one_gpu_runs_queue_b_after_queue_a(tmp_path: Path) -> None:
 
 
 def test_a_step_starts_only_when_its_minimum_time_is_left(tmp_path: Path) -> None:
-    # 230 s: enough for aotcheck (180), not for the 240-360 s steps
+    # 230 s: enough for aotcheck (180) and the serving check (150), not for the 240-360 s steps
     status, _ = _session(tmp_path, gpus=2, deadline_s=230)
-    assert _steps(status, "A", "rc=0") == []
+    assert _steps(status, "A", "rc=0") == ["serving-check"]
     assert _steps(status, "B", "rc=0") == ["aotcheck"]
     assert _steps(status, "B", "skipped") == ["e2e-mixtral", "e2e-fi-diag", "tune-deepseek", "engine-start"]

@@ -10,7 +10,8 @@
 # Queue A (GPU 0) and queue B (GPU 1) run side by side; on a one-GPU machine A then B run on GPU 0 in one
 # queue. Each step starts only when its minimum time is left before the deadline (DEADLINE_S after `start`,
 # default 1500 s) and is cut at the deadline, so a short lease still returns the first steps of each queue.
-#   A: e2e nemotron → own kernels (tests, bench, sweep) → e2e control (Qwen3 128-block) → e2e qwen
+#   A: e2e nemotron → own kernels (tests, bench, sweep) → e2e control (Qwen3 128-block) → e2e qwen →
+#      LMI middleware on vLLM 0.26 (serving check)
 #   B: e2e mixtral → e2e fi-diag (FlashInfer hang) → DeepSeek-V3 TP8 tune + bench → aotcheck → engine start
 # The queues run from a copy of the repo under $RUN_DIR/repo (later calls re-send the working tree).
 # `wait` copies into $OUT (≤ 8 files come back): A.tar.gz and B.tar.gz (every step's results + logs) and
@@ -54,6 +55,10 @@ queue_a() {
   step "$q" own-kernels 240 600 bash kernels/device/kernels_check_and_bench.sh
   step "$q" e2e-control 240 420 env BUDGET_S=400 bash benchmarks/device/e2e.sh control
   step "$q" e2e-qwen 300 780 env BUDGET_S=760 bash benchmarks/device/e2e.sh qwen
+  # The LMI middleware on vLLM 0.26 + a GPU (so far only run on the CPU engine), on the tiny MoE made there.
+  # shellcheck disable=SC2016  # $OUT is expanded by that inner shell, where step sets it
+  step "$q" serving-check 150 300 bash -c 'python3 -m entrypoint.tiny_model /root/tiny-moe &&
+    python3 -m benchmarks.serving.h200_middleware_check --model /root/tiny-moe --out "$OUT"'
 }
 
 queue_b() {
