@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -374,6 +377,46 @@ def test_a_job_past_its_timeout_is_killed_with_its_process_group(tmp_path: Path)
     while _alive(grandchild) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(grandchild)
+
+
+def test_sigterm_to_the_harness_kills_the_engine_group_too(tmp_path: Path) -> None:
+    # h200_session.sh wraps the harness in `timeout`, which signals only the harness's own group; the engine
+    # (own session) must not outlive it holding the GPU.
+    pidfile = tmp_path / "child.pid"
+    python = _fake_python(tmp_path, f"trap '' USR1; (exec sleep 300) & echo $! > {pidfile}; wait; wait")
+    harness = (
+        "import signal, sys\n"
+        "from pathlib import Path\n"
+        "from benchmarks.e2e import runner\n"
+        "signal.signal(signal.SIGTERM, lambda s, f: sys.exit(128 + s))  # what cli.main installs\n"
+        f"runner.run_job({{'result_path': '{tmp_path}/r.jsonl'}}, {{'PATH': '/usr/bin:/bin'}}, Path('{tmp_path}/log'),"
+        f" timeout_s=300, python='{python}')\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", harness], cwd=runner.REPO_ROOT)
+    deadline = time.monotonic() + 30
+    while not pidfile.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    grandchild = int(pidfile.read_text())
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 143
+    deadline = time.monotonic() + 10
+    while _alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(grandchild)
+
+
+def test_the_harness_turns_sigterm_into_an_exit_that_unwinds(tmp_path: Path) -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        cli.main(["estimate", "--models", "qwen3-30b-a3b-fp8-static", "--backends", "triton", "--conc", "1",
+                  "--plan-gpu", "H200", "--work-dir", str(tmp_path)])  # fmt: skip
+        handler = signal.getsignal(signal.SIGTERM)
+        assert callable(handler)
+        with pytest.raises(SystemExit) as exit_info:
+            handler(signal.SIGTERM, None)
+        assert exit_info.value.code == 143
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def test_a_failing_job_is_reported_with_its_last_milestone(tmp_path: Path) -> None:

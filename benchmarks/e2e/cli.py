@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -335,6 +336,9 @@ def plans_main(argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # A `timeout` around the harness (benchmarks/device/h200_session.sh) sends SIGTERM: unwinding lets run_job stop
+    # the engine's process group, which lives in its own session and would otherwise keep the GPU.
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv.pop(0) if argv and not argv[0].startswith("-") else "run"
     if command == "run":

@@ -88,6 +88,9 @@ def run_job(
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             return "timeout", time.monotonic() - t0
+        except BaseException:  # SIGTERM (made SystemExit by cli.main), Ctrl-C: nobody else stops that session
+            _kill_group(proc)
+            raise
     return ("ok" if rc == 0 else "failed"), time.monotonic() - t0
 
 
