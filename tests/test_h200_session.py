@@ -15,12 +15,12 @@ from pathlib import Path
 from tests.conftest_paths import REPO
 
 SCRIPT = REPO / "benchmarks" / "device" / "h200_session.sh"
-QUEUE_A = ["e2e-nemotron", "own-kernels", "e2e-control", "e2e-qwen", "serving-check"]
-QUEUE_B = ["e2e-mixtral", "e2e-fi-diag", "tune-deepseek", "aotcheck", "engine-start"]
+QUEUE_A = ["e2e-nemotron", "serving-check", "own-kernels", "e2e-control", "e2e-qwen"]
+QUEUE_B = ["tune-deepseek", "aotcheck", "e2e-mixtral", "e2e-fi-diag", "engine-start"]
 
 
-def _session(tmp_path: Path, gpus: int, deadline_s: int) -> tuple[list[str], Path]:
-    env = {
+def _env(tmp_path: Path, gpus: int, deadline_s: int) -> dict[str, str]:
+    return {
         **os.environ,
         "DRY_RUN": "1",
         "GPUS": str(gpus),
@@ -28,6 +28,10 @@ def _session(tmp_path: Path, gpus: int, deadline_s: int) -> tuple[list[str], Pat
         "RUN_DIR": str(tmp_path / "run"),
         "OUT": str(tmp_path / "out"),
     }
+
+
+def _session(tmp_path: Path, gpus: int, deadline_s: int) -> tuple[list[str], Path]:
+    env = _env(tmp_path, gpus, deadline_s)
     start = subprocess.run(["bash", str(SCRIPT), "start"], env=env, capture_output=True, text=True, timeout=30)
     assert start.returncode == 0, start.stderr
     done = subprocess.run(["bash", str(SCRIPT), "wait", "60"], env=env, capture_output=True, text=True, timeout=90)
@@ -62,4 +66,15 @@ def test_a_step_starts_only_when_its_minimum_time_is_left(tmp_path: Path) -> Non
     status, _ = _session(tmp_path, gpus=2, deadline_s=230)
     assert _steps(status, "A", "rc=0") == ["serving-check"]
     assert _steps(status, "B", "rc=0") == ["aotcheck"]
-    assert _steps(status, "B", "skipped") == ["e2e-mixtral", "e2e-fi-diag", "tune-deepseek", "engine-start"]
+    assert _steps(status, "B", "skipped") == ["tune-deepseek", "e2e-mixtral", "e2e-fi-diag", "engine-start"]
+
+
+def test_a_second_start_while_running_collects_instead_of_restarting(tmp_path: Path) -> None:
+    env = _env(tmp_path, gpus=2, deadline_s=3000)
+    run = [subprocess.run(["bash", str(SCRIPT), "start"], env=env, capture_output=True, text=True, timeout=30)]
+    run.append(subprocess.run(["bash", str(SCRIPT), "start"], env=env, capture_output=True, text=True, timeout=30))
+    assert [r.returncode for r in run] == [0, 0] and "in progress" in run[1].stderr
+    done = subprocess.run(["bash", str(SCRIPT), "wait", "60"], env=env, capture_output=True, text=True, timeout=90)
+    assert "all done" in done.stdout
+    status = (tmp_path / "out" / "status.txt").read_text().splitlines()
+    assert _steps(status, "A", "rc=0") == QUEUE_A and _steps(status, "B", "rc=0") == QUEUE_B  # each once

@@ -10,13 +10,14 @@
 # Queue A (GPU 0) and queue B (GPU 1) run side by side; on a one-GPU machine A then B run on GPU 0 in one
 # queue. Each step starts only when its minimum time is left before the deadline (DEADLINE_S after `start`,
 # default 1500 s) and is cut at the deadline, so a short lease still returns the first steps of each queue.
-#   A: e2e nemotron → own kernels (tests, bench, sweep) → e2e control (Qwen3 128-block) → e2e qwen →
-#      LMI middleware on vLLM 0.26 (serving check)
-#   B: e2e mixtral → e2e fi-diag (FlashInfer hang) → DeepSeek-V3 TP8 tune + bench → aotcheck → engine start
+#   A: e2e nemotron → LMI middleware on vLLM 0.26 → own kernels (tests, bench, sweep) → e2e control (Qwen3
+#      128-block) → e2e qwen
+#   B: DeepSeek-V3 TP8 tune + bench → aotcheck → e2e mixtral → e2e fi-diag (FlashInfer hang) → engine start
 # The queues run from a copy of the repo under $RUN_DIR/repo (later calls re-send the working tree).
 # `wait` copies into $OUT (≤ 8 files come back): A.tar.gz and B.tar.gz (every step's results + logs) and
 # status.txt (one line per step: rc, seconds). Unpack the tars here and file the numbers (RUNS.md files).
-# env: RUN_DIR (default /root/h200-session), DEADLINE_S (1500), VLLM_SITE (/root/site), WORKERS (compile
+# env: RUN_DIR (default /root/h200-session), DEADLINE_S (1500; set it to the device budget left at `start` minus
+#      ~120 s), FORCE=1 (restart a run in progress), VLLM_SITE (/root/site), WORKERS (compile
 #      processes per queue; default a quarter of the cores so the e2e queue keeps its CPU), DRY_RUN=1 (print
 #      and time the steps with `sleep 1` instead of running them: tests/test_h200_session.py), GPUS (how many
 #      GPUs to use; default: what nvidia-smi lists).
@@ -43,35 +44,38 @@ step() {  # step QUEUE NAME MIN_S MAX_S CMD... : run CMD if MIN_S are left, cut 
     sleep 1
     rc=0
   else
-    OUT=$dir WORK_DIR="$RUN_DIR/work-$queue" timeout --kill-after=15 "$limit" "$@" >"$dir/console.log" 2>&1
+    # STEP_LIMIT_S: a step may get less than its maximum; the e2e harness then shortens its own budget so it
+    # stops (and writes what it has) before `timeout` fires.
+    OUT=$dir WORK_DIR="$RUN_DIR/work-$queue" STEP_LIMIT_S=$limit timeout --kill-after=15 "$limit" "$@" \
+      >"$dir/console.log" 2>&1
     rc=$?
   fi
   echo "$queue $name rc=$rc $((SECONDS - t0))s" | tee -a "$RUN_DIR/status.txt" >>"$RUN_DIR/$queue/queue.log"
 }
 
+# Order = what each issue can least do without, cheap decisive steps first (a short lease returns those).
 queue_a() {
   local q=$1
   step "$q" e2e-nemotron 300 720 env BUDGET_S=700 bash benchmarks/device/e2e.sh nemotron
-  step "$q" own-kernels 240 600 bash kernels/device/kernels_check_and_bench.sh
-  step "$q" e2e-control 240 420 env BUDGET_S=400 bash benchmarks/device/e2e.sh control
-  step "$q" e2e-qwen 300 780 env BUDGET_S=760 bash benchmarks/device/e2e.sh qwen
   # The LMI middleware on vLLM 0.26 + a GPU (so far only run on the CPU engine), on the tiny MoE made there.
   # shellcheck disable=SC2016  # $OUT is expanded by that inner shell, where step sets it
   step "$q" serving-check 150 300 bash -c 'python3 -m entrypoint.tiny_model /root/tiny-moe &&
     python3 -m benchmarks.serving.h200_middleware_check --model /root/tiny-moe --out "$OUT"'
+  step "$q" own-kernels 240 600 bash kernels/device/kernels_check_and_bench.sh
+  step "$q" e2e-control 240 420 env BUDGET_S=400 bash benchmarks/device/e2e.sh control
+  step "$q" e2e-qwen 300 780 env BUDGET_S=760 bash benchmarks/device/e2e.sh qwen
 }
 
 queue_b() {
   local q=$1
-  step "$q" e2e-mixtral 300 840 env BUDGET_S=820 bash benchmarks/device/e2e.sh mixtral
-  step "$q" e2e-fi-diag 360 600 env BUDGET_S=580 bash benchmarks/device/e2e.sh fi-diag
   step "$q" tune-deepseek 240 420 env SHAPES=deepseek-v3:tp8 TUNE_BUDGET_S=240 \
     bash kernels/device/tune_and_bench.sh tune bench
   step "$q" aotcheck 180 300 bash kernels/device/tune_and_bench.sh aotcheck
+  step "$q" e2e-mixtral 300 840 env BUDGET_S=820 bash benchmarks/device/e2e.sh mixtral
+  step "$q" e2e-fi-diag 360 600 env BUDGET_S=580 bash benchmarks/device/e2e.sh fi-diag
   # shellcheck disable=SC2016  # $OUT is expanded by that inner shell, where step sets it
   step "$q" engine-start 300 420 bash -c 'python3 -m kernels.bench.engine_start --out-dir "$OUT" \
     --model benchmarks/e2e/models/qwen3-30b-a3b-fp8-static --baked-cache /opt/moe-serving/triton-cache'
-
 }
 
 run_queue() {  # run_queue NAME GPU FUNCTIONS...: a new session (setsid) outlives the device call that starts it
@@ -92,6 +96,11 @@ queue_main() {  # (in the queue's own session) NAME GPU FUNCTIONS...
 }
 
 start() {
+  # A retried call 3 on a warm machine must not wipe a live run and start two more queues on the same GPUs.
+  if [ -f "$RUN_DIR/deadline" ] && ! all_done && [ "${FORCE:-0}" != 1 ]; then
+    echo "h200_session: a run is in progress under $RUN_DIR (FORCE=1 restarts it); collecting instead" >&2
+    return 0
+  fi
   rm -rf "$RUN_DIR"
   mkdir -p "$RUN_DIR"
   echo $(($(date +%s) + DEADLINE_S)) >"$RUN_DIR/deadline"

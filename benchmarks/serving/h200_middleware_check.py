@@ -5,7 +5,7 @@ dependencies): vLLM is started directly through entrypoint.serve's in-process CL
 middleware flag, on the tiny MoE generated on the development machine (carry .artifacts/tiny-moe).
 
     PYTHONPATH=/root/site:$PWD python3 -m benchmarks.serving.h200_middleware_check \\
-        --model .artifacts/tiny-moe --out "$OUT"        # about 2-4 minutes
+        --model .artifacts/tiny-moe --out "$OUT"        # about 2-4 minutes (≤ 240 s to /ping)
 
 Writes $OUT/server.log and $OUT/h200_middleware.csv, prints PASS/FAIL lines and a table; exit
 status 1 when a check failed.
@@ -214,13 +214,15 @@ def main() -> int:
         "0.3",
         *args.vllm_arg,
     ]
+    # A caller's `timeout` sends SIGTERM: unwind through `finally`, which kills the server's group and writes the CSV.
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     log = (args.out / "server.log").open("wb")
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     client = Client(port)
     rows: dict[str, float] = {}
     failed = 0
     try:
-        rows["start to first /ping 200 (s)"] = wait_ready(proc, client, 600)
+        rows["start to first /ping 200 (s)"] = wait_ready(proc, client, 240)
         for name, ok, detail in checks(client):
             failed += not ok
             print(f"{'PASS' if ok else 'FAIL'}  {name}" + ("" if ok else f"  {detail}"))
@@ -255,10 +257,10 @@ def main() -> int:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         log.close()
-    with (args.out / "h200_middleware.csv").open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["metric", "value"])
-        writer.writerows(rows.items())
+        with (args.out / "h200_middleware.csv").open("w", newline="") as handle:  # what was measured, even if cut
+            writer = csv.writer(handle)
+            writer.writerow(["metric", "value"])
+            writer.writerows(rows.items())
     width = max(map(len, rows))
     for name, value in rows.items():
         print(f"{name.ljust(width)}  {value:10.3f}")

@@ -16,9 +16,11 @@ Each run reports its engine start (LLM() construction), the first request's TTFT
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -90,18 +92,28 @@ def run_state(state: str, args: argparse.Namespace, caches: Path) -> dict[str, o
     log_path = args.out_dir / f"engine_start_{state}.log"
     t0 = time.perf_counter()
     with log_path.open("w") as log:
-        done = subprocess.run(
+        # Own session: on a timeout the whole group goes, vLLM's spawned EngineCore (holding the GPU) included.
+        proc = subprocess.Popen(
             [sys.executable, "-c", WORKER, str(args.model)],
             env=env,
             stdout=subprocess.PIPE,
             stderr=log,
             text=True,
-            timeout=args.timeout_s,
-            check=False,
+            start_new_session=True,
         )
+        try:
+            stdout, _ = proc.communicate(timeout=args.timeout_s)
+        except BaseException:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # an orphaned engine child must not outlive its state
     wall = time.perf_counter() - t0
-    result: dict[str, object] = {"state": state, "rc": done.returncode, "wall_s": round(wall, 1)}
-    for line in done.stdout.splitlines():
+    result: dict[str, object] = {"state": state, "rc": proc.returncode, "wall_s": round(wall, 1)}
+    if state == "baked" and not any(args.baked_cache.glob("*/fused_moe_kernel.json")):
+        result["warning"] = f"no baked fused_moe_kernel in {args.baked_cache}: this measured an empty cache"
+    for line in stdout.splitlines():
         if line.startswith("RESULT "):
             result.update({k: round(v, 2) for k, v in json.loads(line[7:]).items()})
     after = count_compiled(triton_dir)
@@ -123,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout-s", type=int, default=300)
     args = parser.parse_args(argv)
     args.out_dir.mkdir(parents=True, exist_ok=True)
+    # A step's `timeout` (benchmarks/device/h200_session.sh) sends SIGTERM: unwind so the engine group is killed.
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
     results = []
     t0 = time.perf_counter()
     fi_env = dict(os.environ, FLASHINFER_WORKSPACE_BASE=str(args.work_dir / "flashinfer"))
@@ -136,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         except subprocess.TimeoutExpired:
             results.append({"state": state, "rc": "timeout", "wall_s": args.timeout_s})
         print(json.dumps(results[-1]), flush=True)
-    (args.out_dir / "engine_start.json").write_text(json.dumps(results, indent=1))
+        (args.out_dir / "engine_start.json").write_text(json.dumps(results, indent=1))  # a cut run keeps these
     print(f"{'state':6} {'start_s':>8} {'first_req_s':>11} {'triton_compiles':>15} {'fused_moe':>9}")
     for r in results:
         print(
