@@ -20,9 +20,18 @@ from tests.e2e.server import STARTED, Server
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
-    for item in items:
-        if here in Path(str(item.fspath)).parents:
-            item.add_marker(pytest.mark.e2e)
+    e2e = [i for i, item in enumerate(items) if here in Path(str(item.fspath)).parents]
+    for i in e2e:
+        items[i].add_marker(pytest.mark.e2e)
+    # The lifecycle tests start (and kill) servers of their own: run them before the shared session server
+    # exists, so that two vLLM engines never compete for a 2-core CI machine under their timing checks.
+    if e2e:
+        first = e2e[0]
+        block = [items[i] for i in e2e]
+        own = [item for item in block if Path(str(item.fspath)).name == "test_lifecycle.py"]
+        rest = [item for item in block if item not in own]
+        for offset, item in enumerate(own + rest):
+            items[first + offset] = item
 
 
 @pytest.hookimpl(hookwrapper=True)
