@@ -102,7 +102,7 @@ RUN FLASHINFER_JIT_CACHE=${FLASHINFER_JIT_CACHE} FLASHINFER_JIT_ARCHS=${FLASHINF
 # VLLM_TUNED_CONFIG_FOLDER still wins. TRITON_CACHE_MANAGER reads the baked kernels first even when
 # vLLM moves TRITON_CACHE_DIR under torch.compile (kernels/aot.py, BakedFirstCacheManager).
 # Everything written at run time lives under /tmp (or the world-writable FlashInfer workspace):
-# SageMaker mounts /opt/ml/model read-only and the image may run as any user (docs/deploy.md).
+# SageMaker mounts /opt/ml/model read-only and the image may run as any user (README.md, "Root or not").
 ENV PYTHONUNBUFFERED=1 \
     MOE_SERVING_DEFAULT_PROPERTIES=/opt/moe-serving/serving.properties \
     HF_HOME=/tmp/.cache/huggingface \
@@ -133,7 +133,7 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=1800s --retries=3 \
     CMD ["bash", "/opt/moe-serving/docker/healthcheck.sh"]
 
 # Root on purpose: SageMaker hosting starts the container as its image user and mounts
-# /opt/ml/model as root; see docs/deploy.md ("Root or not") for the reasons and how to run
+# /opt/ml/model as root; see README.md ("Root or not") for the reasons and how to run
 # with `--user` instead (every writable path above is under /tmp or world-writable).
 WORKDIR /opt/moe-serving
 # Exec form: the Python entrypoint execs vLLM, so SIGTERM from SageMaker reaches the server.

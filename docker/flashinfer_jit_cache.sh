@@ -28,5 +28,5 @@ skip)
     exit 2
     ;;
 esac
-# Any user may run the image (docs/deploy.md): FlashInfer takes file locks and builds other modules here.
+# Any user may run the image (README.md, "Root or not"): FlashInfer takes file locks and builds other modules here.
 chmod -R a+rwX "$WORKSPACE"

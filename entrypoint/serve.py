@@ -2,9 +2,10 @@
 
 The process ends in `os.execvpe`, so vLLM's API server *is* the container's main process: SIGTERM
 from `docker stop` / SageMaker reaches it directly, and when the engine dies the server exits
-non-zero and the container with it (no supervisor; docs/serving.md says why). vLLM's CLI is called
-in-process by `python -m entrypoint.serve serve ...` (run_vllm_cli), so no console script on PATH is
-needed (the CPU build's `vllm` script needs a metadata fix-up) and an engine death exits non-zero.
+non-zero and the container with it (no supervisor: the README's "Shutdown, engine failure, and why no
+supervisor" says why). vLLM's CLI is called in-process by `python -m entrypoint.serve serve ...`
+(run_vllm_cli), so no console script on PATH is needed (the CPU build's `vllm` script needs a metadata
+fix-up) and an engine death exits non-zero.
 """
 
 from __future__ import annotations

@@ -313,7 +313,7 @@ backend runs). Each file maps batch size M → tile; vLLM uses the entry with th
 not in "tuned M" carry vLLM's own tile for that M (its shipped file's entry, else its default
 heuristic), so a file is never worse than no file. Generated from `provenance.json` by
 `python -m kernels.tune --write-readme`; regenerate the files with
-`kernels/device/tune_and_bench.sh tune` on an H200 (see docs/kernels-tuning.md).
+`kernels/device/tune_and_bench.sh tune` on an H200 (see kernels/README.md).
 
 | file | shape | tuned M | best speedup vs vLLM (M) | GPU | vLLM | Triton | date | command |
 |---|---|---|---|---|---|---|---|---|

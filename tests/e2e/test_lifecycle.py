@@ -1,6 +1,6 @@
 """Start, stop and die: what SageMaker does to a container, on servers of their own.
 
-- `make run`'s path (run-local) starts and answers /ping; the time is what docs/serving.md quotes.
+- `make run`'s path (run-local) starts and answers /ping; the time is what the README quotes.
 - SIGTERM with streams open: every client gets a complete answer or a clean final error line,
   and the process is gone within SageMaker's 30 s.
 - The engine process dies: the server exits non-zero (no supervisor restarts it; the container
