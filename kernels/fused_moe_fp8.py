@@ -8,9 +8,12 @@ input quant, GEMM1, SiLU·mul, quant, GEMM2, sum).
 
 Counter buffer: both fix-ups count arrivals in int32 counters that the last program resets to 0, so
 one zeroed buffer per device (`_counters`, grown on demand, never freed) serves every call and every
-CUDA-graph replay without a memset. Grow it outside graph capture (any warm-up call at the largest M
-does); calls on several streams of one device at the same time would share counters: not supported
-(vLLM runs a model's MoE layers on one stream).
+CUDA-graph replay without a memset. It grows outside graph capture (vLLM runs each captured size eagerly
+once first; the largest M alone is not enough: PAIR mode at a smaller M can need more counters than SCAN
+mode); a call that needs more while capturing gets a buffer private to that graph, zeroed by a fill node in
+the graph, because a buffer allocated during capture is unwritten until the graph replays. Calls on several
+streams of one device at the same time would share counters: not supported (vLLM runs a model's MoE layers on
+one stream).
 """
 
 from __future__ import annotations
@@ -314,11 +317,21 @@ _COUNTERS: dict[torch.device, torch.Tensor] = {}
 _RETIRED: list[torch.Tensor] = []  # outgrown buffers: a captured CUDA graph may still point at them
 
 
+def _capturing(device: torch.device) -> bool:
+    """True while the current stream of `device` is capturing a CUDA graph (a function, so tests can patch it)."""
+    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+
+
 def _counters(device: torch.device, n: int) -> torch.Tensor:
     """≥ n zeroed int32 arrival counters on `device`, shared by all calls (see the module docstring:
     the kernels leave them at zero). Grows by doubling; outgrown buffers are kept alive (never freed)
     because CUDA graphs captured earlier hold their raw addresses, not a reference."""
     buf = _COUNTERS.get(device)
+    if (buf is None or buf.numel() < n) and _capturing(device):
+        # Inside a CUDA-graph capture torch.zeros only records its fill: the memory stays unwritten until the
+        # graph replays. Installed as the shared buffer, an eager call before that replay would count from
+        # garbage, so this graph gets a private buffer, zeroed by its own fill node on every replay.
+        return torch.zeros(max(n, 1), dtype=torch.int32, device=device)
     if buf is None or buf.numel() < n:
         old = 0
         if buf is not None:

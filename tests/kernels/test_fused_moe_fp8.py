@@ -129,6 +129,19 @@ def test_a_counter_left_nonzero_is_caught():
     assert not torch.equal(good, bad)
 
 
+def test_counters_needed_while_capturing_a_graph_are_private_to_it(monkeypatch):
+    """A buffer allocated during CUDA-graph capture is unwritten until the graph replays, so it must not
+    become the shared buffer eager calls use; the captured call gets its own zeroed one and is correct."""
+    args, kw = make_problem(2, 8, 3, 200, 80, scales="channel", seed=7)
+    monkeypatch.setattr(F, "_COUNTERS", {})
+    monkeypatch.setattr(F, "_capturing", lambda device: True)
+    check(args, kw, config=PAIR_DEEP)
+    assert F._COUNTERS == {}
+    monkeypatch.setattr(F, "_capturing", lambda device: False)
+    check(args, kw, config=PAIR_DEEP)
+    assert int(F._COUNTERS[args[0].device].count_nonzero()) == 0
+
+
 def test_all_tokens_on_one_expert_walks_several_row_blocks():
     # 20 tokens × top-1 on expert 3: SCAN mode loops over two BLOCK_M=16 chunks; other experts empty
     ids = torch.full((20, 1), 3, dtype=torch.int32)
