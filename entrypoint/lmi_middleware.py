@@ -21,7 +21,7 @@ import json
 import logging
 import os
 import signal
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +53,7 @@ JSONLINES = b"application/jsonlines"
 # SAGEMAKER_MAX_PAYLOAD_IN_MB is LMI's knob for the request size; unset means no limit here
 # (SageMaker itself caps real-time payloads before they reach the container).
 MAX_PAYLOAD_ENV = "SAGEMAKER_MAX_PAYLOAD_IN_MB"
+_CUSTOM_ATTRIBUTES_KEY = CUSTOM_ATTRIBUTES_HEADER.encode("latin-1")
 
 
 class _BodyTooLarge(Exception):
@@ -93,8 +94,8 @@ class LMIMiddleware:
             return
         except _Disconnected:
             return
-        headers = _headers(scope)
-        attributes = parse_custom_attributes(headers.get(CUSTOM_ATTRIBUTES_HEADER))
+        header = _header(scope.get("headers", []), _CUSTOM_ATTRIBUTES_KEY)
+        attributes = parse_custom_attributes(None if header is None else header.decode("latin-1"))
         if attributes:
             # Kept on the request for handlers that want them (request.state.custom_attributes).
             scope.setdefault("state", {})["custom_attributes"] = attributes
@@ -209,7 +210,7 @@ class LMIMiddleware:
             nonlocal started, ended, event_stream
             if message["type"] == "http.response.start":
                 started = True
-                content_type = dict(_lower(message.get("headers", []))).get(b"content-type", b"")
+                content_type = _header(message.get("headers", []), b"content-type") or b""
                 event_stream = content_type.startswith(b"text/event-stream")
             elif message["type"] == "http.response.body" and not message.get("more_body", False):
                 ended = True
@@ -394,12 +395,13 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-def _headers(scope: Scope) -> dict[str, str]:
-    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-
-
-def _lower(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    return [(k.lower(), v) for k, v in headers]
+def _header(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> bytes | None:
+    """The value of header `name` (lower-case; the last one when repeated), without a dict per request."""
+    value = None
+    for key, item in headers:
+        if key.lower() == name:
+            value = item
+    return value
 
 
 def _without(headers: list[tuple[bytes, bytes]], *names: bytes) -> list[tuple[bytes, bytes]]:
