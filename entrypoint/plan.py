@@ -47,12 +47,7 @@ class Plan(BaseModel):
 
     def to_json_dict(self) -> dict[str, Any]:
         """The JSON of `resolve --json`: output, so secrets are redacted (see redacted())."""
-        shown = self.redacted()
-        data = shown.model_dump(mode="json")
-        data["vllm_args"] = list(shown.vllm_args)
-        data["reasons"] = list(shown.reasons)
-        data["ignored_options"] = list(shown.ignored_options)
-        return data
+        return self.redacted().model_dump(mode="json")  # mode="json" already turns the tuples into lists
 
     def to_json(self) -> str:
         return json.dumps(self.to_json_dict(), indent=2, sort_keys=True)
