@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import csv
 import datetime as dt
-import json
 import os
 import platform
 import statistics
@@ -31,9 +30,8 @@ from typing import Any
 
 import httpx
 
+from benchmarks.serving.bodies import PROMPT, count_tokens, stream_body
 from tests.e2e.server import Server  # the same start/stop helper the end-to-end tests use
-
-PROMPT = "What is a mixture of experts?"
 
 
 def process_cpu_s(pid: int) -> float:
@@ -80,38 +78,12 @@ STREAM_SHAPES = {
 }
 
 
-def count_tokens(raw: bytes, lmi: bool) -> int:
-    """Generated tokens in one streamed answer (LMI token lines, or vLLM's token_ids per SSE event)."""
-    total = 0
-    for line in raw.decode().splitlines():
-        if lmi and line.strip():
-            total += json.loads(line).get("token") is not None
-        elif line.startswith("data: {"):
-            total += len(json.loads(line[6:])["choices"][0].get("token_ids") or [])
-    return total
-
-
 async def _streams(url: str, path: str, lmi: bool, count: int, tokens: int) -> tuple[int, float]:
     """Wall time to drain `count` concurrent streams; parsing happens after the clock stops, so the
     client's own JSON work (on the same 2 cores) does not pace the server differently per shape."""
 
     async def one(client: httpx.AsyncClient, i: int) -> bytes:
-        if lmi:
-            body: dict[str, Any] = {
-                "inputs": f"{PROMPT} {i}",
-                "stream": True,
-                "parameters": {"max_new_tokens": tokens, "ignore_eos_token": True},
-            }
-        else:
-            body = {
-                "prompt": f"{PROMPT} {i}",
-                "max_tokens": tokens,
-                "temperature": 0,
-                "ignore_eos": True,
-                "stream": True,
-                "return_token_ids": True,
-            }
-        async with client.stream("POST", path, json=body) as response:
+        async with client.stream("POST", path, json=stream_body(i, tokens, lmi)) as response:
             response.raise_for_status()
             return await response.aread()
 

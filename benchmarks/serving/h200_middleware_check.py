@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-PROMPT = "What is a mixture of experts?"
+from benchmarks.serving.bodies import PROMPT, count_tokens, stream_body
 
 
 def free_port() -> int:
@@ -151,29 +151,10 @@ def paired_latency(client: Client, requests: int) -> dict[str, float]:
 
 
 def streams(client: Client, lmi: bool, count: int, tokens: int) -> float:
+    path = "/invocations" if lmi else "/v1/completions"
+
     def one(i: int) -> int:
-        if lmi:
-            body: dict[str, Any] = {
-                "inputs": f"{PROMPT} {i}",
-                "stream": True,
-                "parameters": {"max_new_tokens": tokens, "ignore_eos_token": True},
-            }
-            _, _, data = client.request("POST", "/invocations", body)
-            return sum(json.loads(line).get("token") is not None for line in data.decode().splitlines() if line)
-        body = {
-            "prompt": f"{PROMPT} {i}",
-            "max_tokens": tokens,
-            "temperature": 0,
-            "ignore_eos": True,
-            "stream": True,
-            "return_token_ids": True,
-        }
-        _, _, data = client.request("POST", "/v1/completions", body)
-        return sum(
-            len(json.loads(line[6:])["choices"][0].get("token_ids") or [])
-            for line in data.decode().splitlines()
-            if line.startswith("data: {")
-        )
+        return count_tokens(client.request("POST", path, stream_body(i, tokens, lmi))[2], lmi)
 
     began = time.perf_counter()
     with ThreadPoolExecutor(max_workers=count) as pool:
