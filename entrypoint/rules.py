@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from entrypoint.backends import HOPPER
 from entrypoint.model_types import ModelDescription
-
-HOPPER = 90
 
 
 @dataclass(frozen=True)
