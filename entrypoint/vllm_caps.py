@@ -22,15 +22,9 @@ from pydantic import BaseModel, ConfigDict
 PINNED_VLLM_VERSION = "0.26.0"  # the image's vLLM (Dockerfile ARG VLLM_VERSION)
 SNAPSHOT_DIR = Path(__file__).parent / "data"
 
-# Oracle file → quantisation family key used by entrypoint.backends.
-_ORACLE_FAMILIES = {
-    "fp8": "fp8",
-    "nvfp4": "nvfp4",
-    "mxfp4": "mxfp4",
-    "int_wna16": "int_wna16",
-    "unquantized": "unquantized",
-    "int8": "int8",
-}
+# The oracle files read (fused_moe/oracle/<family>.py); each file's stem is the quantisation family
+# key entrypoint.backends.oracle_family uses.
+_ORACLE_FAMILIES = ("fp8", "nvfp4", "mxfp4", "int_wna16", "unquantized", "int8")
 
 
 class EngineArg(BaseModel):
@@ -180,8 +174,8 @@ def extract_from_source(vllm_dir: Path, version: str) -> VllmCapabilities:
     oracle_dir = vllm_dir / "model_executor" / "layers" / "fused_moe" / "oracle"
     family_backends = {
         family: values
-        for stem, family in _ORACLE_FAMILIES.items()
-        if (oracle_dir / f"{stem}.py").exists() and (values := _oracle_backends(oracle_dir / f"{stem}.py"))
+        for family in _ORACLE_FAMILIES
+        if (oracle_dir / f"{family}.py").exists() and (values := _oracle_backends(oracle_dir / f"{family}.py"))
     }
     return VllmCapabilities(
         version=version,
