@@ -192,6 +192,27 @@ _RESERVED = {
 }
 
 
+# The "parameters" parse_lmi_request translates itself; any other key goes to vLLM by name.
+_LMI_PARAMETERS = frozenset(
+    {
+        "max_new_tokens",
+        "temperature",
+        "top_p",
+        "top_k",
+        "repetition_penalty",
+        "seed",
+        "truncate",
+        "do_sample",
+        "details",
+        "decoder_input_details",
+        "return_full_text",
+        "ignore_eos_token",
+        "stop",
+        "stop_sequences",
+    }
+)
+
+
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -286,25 +307,9 @@ def parse_lmi_request(body: Mapping[str, Any]) -> LMIRequest:
     ignore_eos = bool(_want_bool(params, "ignore_eos_token"))
     stops = _stop_list(params)
 
-    known = {
-        "max_new_tokens",
-        "temperature",
-        "top_p",
-        "top_k",
-        "repetition_penalty",
-        "seed",
-        "truncate",
-        "do_sample",
-        "details",
-        "decoder_input_details",
-        "return_full_text",
-        "ignore_eos_token",
-        "stop",
-        "stop_sequences",
-    }
     # Any other key is a vLLM sampling field passed through by name (LMI does the same); vLLM
     # validates it and its 400 comes back in LMI's shape.
-    completion: dict[str, Any] = {k: v for k, v in params.items() if k not in known}
+    completion: dict[str, Any] = {k: v for k, v in params.items() if k not in _LMI_PARAMETERS}
     completion["prompt"] = inputs
     completion["max_tokens"] = LMI_DEFAULT_MAX_NEW_TOKENS if max_new_tokens is None else max_new_tokens
     # LMI's do_sample defaults to false: greedy unless the client asks for sampling, either with
