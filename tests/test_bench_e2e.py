@@ -385,10 +385,10 @@ def test_sigterm_to_the_harness_kills_the_engine_group_too(tmp_path: Path) -> No
     pidfile = tmp_path / "child.pid"
     python = _fake_python(tmp_path, f"trap '' USR1; (exec sleep 300) & echo $! > {pidfile}; wait; wait")
     harness = (
-        "import signal, sys\n"
         "from pathlib import Path\n"
         "from benchmarks.e2e import runner\n"
-        "signal.signal(signal.SIGTERM, lambda s, f: sys.exit(128 + s))  # what cli.main installs\n"
+        "from benchmarks.sigterm import exit_on_sigterm\n"
+        "exit_on_sigterm()  # what cli.main installs\n"
         f"runner.run_job({{'result_path': '{tmp_path}/r.jsonl'}}, {{'PATH': '/usr/bin:/bin'}}, Path('{tmp_path}/log'),"
         f" timeout_s=300, python='{python}')\n"
     )

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -22,6 +21,7 @@ from typing import Any
 from benchmarks.e2e import backends as be
 from benchmarks.e2e import report, runner, spec
 from benchmarks.e2e.logparse import condense
+from benchmarks.sigterm import exit_on_sigterm
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 DEFAULT_SNAPSHOT = RESULTS_DIR / "plans.json"
@@ -336,9 +336,7 @@ def plans_main(argv: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # A `timeout` around the harness (benchmarks/device/h200_session.sh) sends SIGTERM: unwinding lets run_job stop
-    # the engine's process group, which lives in its own session and would otherwise keep the GPU.
-    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
+    exit_on_sigterm()  # unwinding lets run_job stop the engine's process group (its own session)
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv.pop(0) if argv and not argv[0].startswith("-") else "run"
     if command == "run":

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.serving.bodies import PROMPT, count_tokens, stream_body
+from benchmarks.sigterm import exit_on_sigterm
 
 
 def free_port() -> int:
@@ -195,8 +196,7 @@ def main() -> int:
         "0.3",
         *args.vllm_arg,
     ]
-    # A caller's `timeout` sends SIGTERM: unwind through `finally`, which kills the server's group and writes the CSV.
-    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
+    exit_on_sigterm()  # unwind through `finally`, which kills the server's group and writes the CSV
     log = (args.out / "server.log").open("wb")
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     client = Client(port)
