@@ -55,6 +55,7 @@ def _validate_user_backend(value: str, model: ModelDescription, gpus: GpuInvento
         raise ConfigError(key, value, "the CPU engine has a single MoE backend", ("auto",))
     sm = gpus.sm or 0
     quant = model.quantization
+    accepted = _accepted_backends(model, sm, caps)
     if not caps.has_moe_backend_arg:
         if value not in PRE_017_BACKEND_ENV:
             raise ConfigError(
@@ -67,12 +68,9 @@ def _validate_user_backend(value: str, model: ModelDescription, gpus: GpuInvento
     elif value not in caps.moe_backend_values:
         close = difflib.get_close_matches(value, caps.moe_backend_values, n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
-        raise ConfigError(
-            key, value, f"not a vLLM {caps.version} MoE backend{hint}", _accepted_backends(model, sm, caps)
-        )
+        raise ConfigError(key, value, f"not a vLLM {caps.version} MoE backend{hint}", accepted)
     family = oracle_family(quant)
     family_values = caps.family_backends.get(family or "")
-    accepted = _accepted_backends(model, sm, caps)
     if family_values is not None and value not in family_values:
         raise ConfigError(
             key,
