@@ -594,12 +594,7 @@ class LMIStreamTranslator:
                 final = lines.pop() if lines else {"index": self._index, "token": None, "details": None}
                 final["generated_text"] = self.req.stream_prefix + "".join(self._text)
                 if self.req.details:
-                    final["details"] = {
-                        "finish_reason": finish_reason_to_lmi(finish, choice.get("stop_reason")),
-                        "generated_tokens": len(self._tokens),
-                        "seed": self.req.seed,
-                        "tokens": self._tokens,
-                    }
+                    final["details"] = _details(choice, self.req, self._tokens)
                 lines.append(final)
                 self.finished = True
         return lines
