@@ -77,7 +77,7 @@ def _tensor_parallel(value: str, key: str, gpus: GpuInventory) -> str:
 
 def _convert(lmi_key: str, vllm_key: str, value: str, gpus: GpuInventory) -> str:
     """LMI value semantics → vLLM value (tensor_parallel_degree=max, dtype names)."""
-    if vllm_key in ("tensor_parallel_size",):
+    if vllm_key == "tensor_parallel_size":
         return _tensor_parallel(value, lmi_key, gpus)
     if vllm_key == "dtype":
         dtype = DTYPE_NAMES.get(value.lower())
