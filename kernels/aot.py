@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernels.config_files import TILE_KEYS, Tile, read_config_file, shipped_files, swap_ab_engaged
+from kernels.config_files import TILE_KEYS, Tile, config_file_name, lookup, read_config_file, swap_ab_engaged
 from kernels.shapes import SHIPPED, KernelShape, shape_by_key
 
 KERNEL_NAMES = ("write_zeros_to_output", "fused_moe_kernel")
@@ -226,8 +226,6 @@ def spec_key(shape: KernelShape, m: int, tile: Tile) -> tuple[Any, ...]:
 
 def prefill_sizes(shape: KernelShape, table: Mapping[int, Tile], max_tokens: int) -> dict[tuple[Any, ...], int]:
     """The smallest M in 1..max_tokens for each distinct ``spec_key``: baking these covers every M."""
-    from kernels.config_files import lookup
-
     reps: dict[tuple[Any, ...], int] = {}
     for m in range(1, max_tokens + 1):
         reps.setdefault(spec_key(shape, m, lookup(table, m)), m)
@@ -335,14 +333,10 @@ def vllm_config_dir(source: Path | None = None) -> Path | None:
 
 def config_source(config_dir: Path, shape: KernelShape, fallback_dir: Path | None = None) -> Path | None:
     """The file vLLM will load for ``shape`` on an H200: ours, else vLLM's shipped one, else None (default tiles)."""
-    from kernels.config_files import config_file_name
-
     name = config_file_name(shape.e, shape.n, shape.dtype, shape.block_shape)
-    ours = {p.name: p for p in shipped_files(config_dir)}.get(name)
-    if ours is not None:
-        return ours
-    if fallback_dir is not None and (fallback_dir / name).is_file():
-        return fallback_dir / name
+    for folder in (config_dir, fallback_dir):
+        if folder is not None and (folder / name).is_file():
+            return folder / name
     return None
 
 
@@ -356,8 +350,6 @@ def cases_from_configs(
     """(shape, M, tile) for every shape with a file vLLM will load (``config_source``): the ``batch_sizes``
     (decode graph sizes), plus, when ``max_tokens`` > 0, one M per specialization any batch of
     1..max_tokens tokens reaches (prefill)."""
-    from kernels.config_files import lookup
-
     out = []
     for shape in shapes:
         path = config_source(config_dir, shape, fallback_dir)
