@@ -147,15 +147,16 @@ def describe_model(
     architectures = config.get("architectures") or ()
     if not isinstance(architectures, list | tuple) or not all(isinstance(a, str) for a in architectures):
         raise top._fail("architectures", "a list of strings")
+    model_type = top.str_("model_type")  # read here: a bad value is reported after the checks above
     return ModelDescription(
         source=source,
-        model_type=top.str_("model_type"),
+        model_type=model_type,
         architectures=tuple(architectures),
         torch_dtype=torch_dtype,
         hidden_size=text.int_("hidden_size", minimum=1),
         num_hidden_layers=text.int_("num_hidden_layers", minimum=1),
         max_position_embeddings=text.int_("max_position_embeddings", minimum=1),
-        moe=_moe_shape(text, model_type=top.str_("model_type")),
+        moe=_moe_shape(text, model_type=model_type),
         quantization=_apply_quantize_option(checkpoint, quantize),
     )
 
