@@ -109,14 +109,8 @@ def _classify(annotation: ast.AST | None, literals: dict[str, tuple[str, ...]]) 
         choices = literals[bare]
     if choices:
         return EngineArg(name="", kind="choice", choices=choices)
-    if bare == "bool":
-        return EngineArg(name="", kind="bool")
-    if bare == "int":
-        return EngineArg(name="", kind="int")
-    if bare == "float":
-        return EngineArg(name="", kind="float")
-    if bare == "str":
-        return EngineArg(name="", kind="str")
+    if bare in ("bool", "int", "float", "str"):
+        return EngineArg(name="", kind=bare)
     if bare.startswith(("dict", "Dict")) or "Config" in bare:
         return EngineArg(name="", kind="json")
     if bare.startswith(("list", "List", "tuple")):
