@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import itertools
 import json
 import math
 import os
@@ -92,20 +93,10 @@ def candidate_tiles(shape: KernelShape, m: int, incumbent: Tile, limit: int | No
         groups = (1,) if rows <= 2 * bm else (1, 16)
         for bn in bns:
             warps = (4, 8) if bm * bn >= 4096 and max(bm, bn) >= 128 else (4,)
-            for bk in bks:
-                for st in stages:
-                    for w in warps:
-                        for g in groups:
-                            tile = dict(
-                                BLOCK_SIZE_M=bm,
-                                BLOCK_SIZE_N=bn,
-                                BLOCK_SIZE_K=bk,
-                                GROUP_SIZE_M=g,
-                                num_warps=w,
-                                num_stages=st,
-                            )
-                            if not tile_problems(tile, shape.block_shape):
-                                out.append(tile)
+            for bk, st, w, g in itertools.product(bks, stages, warps, groups):
+                tile = dict(zip(TILE_KEYS, (bm, bn, bk, g, w, st), strict=True))
+                if not tile_problems(tile, shape.block_shape):
+                    out.append(tile)
 
     def distance(t: Tile) -> tuple[float, ...]:
         inc = incumbent
