@@ -24,12 +24,17 @@ def _call(client: Any, operation: str, method: str, params: dict[str, Any], serv
         return getattr(client, method)(**params)
 
 
+def _not_found(exc: DeployError) -> bool:
+    """The failure is SageMaker's "Could not find ..." for the resource asked about."""
+    return isinstance(exc.__cause__, ClientError) and is_not_found(exc.__cause__)
+
+
 def describe_endpoint(clients: Clients, name: str) -> dict[str, Any] | None:
     try:
         with aws_errors("DescribeEndpoint"):
             return clients.sagemaker.describe_endpoint(EndpointName=name)
     except DeployError as exc:
-        if isinstance(exc.__cause__, ClientError) and is_not_found(exc.__cause__):
+        if _not_found(exc):
             return None
         raise
 
@@ -113,7 +118,7 @@ def _models_of(clients: Clients, config_name: str) -> list[str]:
         with aws_errors("DescribeEndpointConfig"):
             config = clients.sagemaker.describe_endpoint_config(EndpointConfigName=config_name)
     except DeployError as exc:
-        if isinstance(exc.__cause__, ClientError) and is_not_found(exc.__cause__):
+        if _not_found(exc):
             return []
         raise
     return [v["ModelName"] for v in config.get("ProductionVariants", []) if "ModelName" in v]
@@ -124,7 +129,7 @@ def _delete(clients: Clients, operation: str, method: str, params: dict[str, Any
     try:
         _call(clients.sagemaker, operation, method, params)
     except DeployError as exc:
-        if isinstance(exc.__cause__, ClientError) and is_not_found(exc.__cause__):
+        if _not_found(exc):
             print(f"{operation} {next(iter(params.values()))}: already gone", file=out)
             return False
         raise
