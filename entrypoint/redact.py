@@ -40,39 +40,38 @@ def is_secret_env(name: str) -> bool:
     return any(word.endswith(_SECRET_SUFFIXES) for word in _words(name))
 
 
-def secret_values(args: Sequence[str], env: Mapping[str, str]) -> set[str]:
-    """The values redact_args / redact_env hide, to scrub them from free text as well."""
-    values = {value for name, value in env.items() if is_secret_env(name)}
+def _secret_arg_values(args: Sequence[str]) -> dict[int, str]:
+    """Index of each argv element that holds a secret flag's value → that value.
+
+    The value is in the element itself for `--flag=value`, else it is the next element unless that is
+    another flag: a boolean flag such as vLLM's bare `--hf-token` (use the cached login) takes none,
+    and the next flag must stay readable.
+    """
+    found: dict[int, str] = {}
     for i, arg in enumerate(args):
         if not is_secret_flag(arg):
             continue
         if "=" in arg:
-            values.add(arg.split("=", 1)[1])
+            found[i] = arg.split("=", 1)[1]
         elif i + 1 < len(args) and not args[i + 1].startswith("--"):
-            values.add(args[i + 1])
+            found[i + 1] = args[i + 1]
+    return found
+
+
+def secret_values(args: Sequence[str], env: Mapping[str, str]) -> set[str]:
+    """The values redact_args / redact_env hide, to scrub them from free text as well."""
+    values = {value for name, value in env.items() if is_secret_env(name)}
+    values.update(_secret_arg_values(args).values())
     return {value for value in values if value}
 
 
 def redact_args(args: Sequence[str]) -> list[str]:
-    """The argv with each secret flag's value replaced by ***.
-
-    The value is the next element unless that is another flag: a boolean flag such as vLLM's bare
-    `--hf-token` (use the cached login) takes none, and the next flag must stay readable.
-    """
-    out: list[str] = []
-    hide_next = False
-    for arg in args:
-        if hide_next and not arg.startswith("--"):
-            out.append(REDACTED)
-            hide_next = False
-            continue
-        hide_next = False
-        if is_secret_flag(arg) and "=" in arg:
-            out.append(arg.split("=", 1)[0] + "=" + REDACTED)
-            continue
-        hide_next = is_secret_flag(arg)
-        out.append(arg)
-    return out
+    """The argv with each secret flag's value replaced by *** (`--flag=***` in the one-element form)."""
+    hidden = _secret_arg_values(args)
+    return [
+        (arg.split("=", 1)[0] + "=" + REDACTED if arg.startswith("--") else REDACTED) if i in hidden else arg
+        for i, arg in enumerate(args)
+    ]
 
 
 def redact_env(env: Mapping[str, str]) -> dict[str, str]:
