@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from pathlib import Path
 
 from entrypoint.errors import ConfigError
-from entrypoint.settings import read_properties
 from sagemaker_deploy.validation import service_model
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -39,10 +37,6 @@ def properties_to_env(properties: Mapping[str, str]) -> dict[str, str]:
         env[name] = value.strip()
         origin[name] = key
     return env
-
-
-def env_from_file(path: Path) -> dict[str, str]:
-    return properties_to_env(read_properties(path))
 
 
 def check_env_limits(env: Mapping[str, str]) -> None:
