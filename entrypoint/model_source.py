@@ -211,6 +211,8 @@ _S3_REASONS = {
     "SignatureDoesNotMatch": "the AWS credentials were rejected (secret key does not match)",
     "ExpiredToken": "the AWS credentials were rejected (session token expired)",
     "InvalidToken": "the AWS credentials were rejected (invalid session token)",
+    "NoSuchKey": "no such object",
+    "404": "no such object",
 }
 
 
@@ -225,8 +227,6 @@ def _s3_error(exc: Exception, target: str) -> ConfigError:
     elif isinstance(exc, ClientError):
         code = str(exc.response.get("Error", {}).get("Code", "unknown"))
         reason = _S3_REASONS.get(code, f"S3 error {code}")
-        if code in ("NoSuchKey", "404"):
-            reason = "no such object"
     else:
         reason = f"S3 request failed ({type(exc).__name__})"
     return ConfigError(MODEL_KEY, target, reason)
