@@ -16,11 +16,12 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from kernels.config_files import TILE_KEYS, Tile, lookup
+from kernels.config_files import TILE_KEYS, Tile, lookup, read_config_file
 from kernels.shapes import KernelShape
 
 L2_BYTES = 50 * 1024 * 1024
@@ -41,20 +42,15 @@ def vllm_default_tile(shape: KernelShape, m: int) -> Tile:
 
 def vllm_shipped_table(shape: KernelShape) -> dict[int, Tile] | None:
     """vLLM's own shipped file for this shape (configs/ inside the wheel), ignoring our folder."""
-    import json
-    import os
-
     fm = vllm_fused_moe()
     name = fm.get_config_file_name(shape.e, shape.n, shape.dtype, shape.block_shape)
-    path = os.path.join(os.path.dirname(os.path.realpath(fm.__file__)), "configs", name)
-    if not os.path.exists(path):
+    path = Path(fm.__file__).resolve().parent / "configs" / name
+    if not path.exists():
         return None
-    with open(path) as f:
-        raw = json.load(f)
-    raw.pop("triton_version", None)
     # vLLM passes a tile's keys straight to the launch; absent warps/stages take Triton's defaults.
     triton_defaults = {"num_warps": 4, "num_stages": 3, "GROUP_SIZE_M": 1}
-    return {int(k): {t: int(v.get(t, triton_defaults.get(t, 0))) for t in TILE_KEYS} for k, v in raw.items()}
+    table = read_config_file(path)
+    return {m: {t: int(v.get(t, triton_defaults.get(t, 0))) for t in TILE_KEYS} for m, v in table.items()}
 
 
 def incumbent_tile(shape: KernelShape, m: int, shipped: dict[int, Tile] | None) -> Tile:
