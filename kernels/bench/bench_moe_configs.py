@@ -24,8 +24,10 @@ from typing import Any
 
 import torch
 
-from kernels.config_files import config_file_name, lookup, read_config_file, shipped_files
+from kernels.aot import config_source
+from kernels.config_files import lookup, read_config_file
 from kernels.shapes import SHIPPED, KernelShape, shape_by_key
+from kernels.tune import tile_id
 
 RESULTS = Path(__file__).resolve().parent / "results"
 BENCH_M = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256)
@@ -138,8 +140,8 @@ def bench_shape(shape: KernelShape, table: dict, ms: list[int], bw_gbs: float, r
                 "speedup": round(d_us / t_us, 4),
                 "pct_floor_tuned": round(100 * floor_us / t_us, 1),
                 "pct_floor_default": round(100 * floor_us / d_us, 1),
-                "tuned_tile": _tid(tuned),
-                "default_tile": _tid(default),
+                "tuned_tile": tile_id(tuned),
+                "default_tile": tile_id(default),
                 "distinct_experts": round(experts, 1),
             }
         )
@@ -151,12 +153,6 @@ def bench_shape(shape: KernelShape, table: dict, ms: list[int], bw_gbs: float, r
     del problem
     torch.cuda.empty_cache()
     return rows
-
-
-def _tid(tile: dict) -> str:
-    from kernels.tune import tile_id
-
-    return tile_id(tile)
 
 
 def check_numerics(shape: KernelShape, table: dict, ms: tuple[int, ...] = (1, 64)) -> list[str]:
@@ -260,12 +256,11 @@ def main(argv: list[str] | None = None) -> int:
     import vllm
 
     wanted = [shape_by_key(s) for s in args.shapes.split(",") if s] or list(SHIPPED)
-    files = {f.name: f for f in shipped_files(args.config_dir)}
     todo = []
     for s in wanted:
-        name = config_file_name(s.e, s.n, s.dtype, s.block_shape)
-        if name in files:
-            todo.append((s, read_config_file(files[name])))
+        path = config_source(args.config_dir, s)
+        if path is not None:
+            todo.append((s, read_config_file(path)))
     if not todo:
         print(f"no tuned file for {[s.key for s in wanted]} in {args.config_dir}", file=sys.stderr)
         return 2
