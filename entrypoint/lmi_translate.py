@@ -467,13 +467,12 @@ def vllm_error_to_lmi(status: int, raw: bytes) -> LMIError:
 def error_from_stream_event(event: Mapping[str, Any]) -> LMIError | None:
     """An SSE event that carries an error (vLLM sends one when generation fails mid-stream)."""
     error = event.get("error")
-    if isinstance(error, dict):
-        code = error.get("code")
-        return LMIError(code if _is_int(code) and code >= 400 else 500, str(error.get("message", error)))
-    if event.get("object") == "error":
-        code = event.get("code")
-        return LMIError(code if _is_int(code) and code >= 400 else 500, str(event.get("message", event)))
-    return None
+    if not isinstance(error, dict):  # {"error": {...}} (vLLM ≥ 0.11), else the older flat error object
+        if event.get("object") != "error":
+            return None
+        error = event
+    code = error.get("code")
+    return LMIError(code if _is_int(code) and code >= 400 else 500, str(error.get("message", error)))
 
 
 # --------------------------------------------------------------------------------------------

@@ -419,10 +419,22 @@ def test_stream_one_line_per_token_and_the_final_line_has_everything() -> None:
     assert translator.finished and translator.close() == b""
 
 
-def test_stream_error_event_becomes_a_final_error_line() -> None:
+@pytest.mark.parametrize(
+    ("event", "line"),
+    [
+        pytest.param(
+            {"error": {"message": "engine died", "code": 500}}, {"code": 500, "error": "engine died"}, id="nested"
+        ),
+        pytest.param(
+            {"object": "error", "message": "bad", "code": 400}, {"code": 400, "error": "bad"}, id="older flat"
+        ),
+        pytest.param({"error": {"message": "odd", "code": "x"}}, {"code": 500, "error": "odd"}, id="non-int code"),
+    ],
+)
+def test_stream_error_event_becomes_a_final_error_line(event: dict[str, Any], line: dict[str, Any]) -> None:
     translator = LMIStreamTranslator(LMIRequest(completion={}, stream=True))
-    out = translator.feed(sse(chunk(" a", [1]), {"error": {"message": "engine died", "code": 500}}, "[DONE]"))
-    assert read_lines(out)[-1] == {"code": 500, "error": "engine died"}
+    out = translator.feed(sse(chunk(" a", [1]), event, "[DONE]"))
+    assert read_lines(out)[-1] == line
 
 
 def test_stream_cut_short_ends_with_an_error_line() -> None:
