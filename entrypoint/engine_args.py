@@ -102,11 +102,9 @@ def _validate(key: str, value: str, spec: EngineArg, where: str) -> str:
             number = math.nan
         if not math.isfinite(number):  # float() also takes 'nan', 'inf' and non-ASCII digits
             raise ConfigError(where, value, "must be a finite number", ("0.9", "0.85", "1e-3")) from None
-    elif spec.kind == "choice":
-        normalised = value.lower().replace("-", "_") if key == "moe_backend" else value
-        if normalised not in spec.choices:
-            raise ConfigError(where, value, "not an accepted value", spec.choices)
-        return normalised
+    elif spec.kind == "choice" and value not in spec.choices:
+        # option.moe_backend never gets here (PROJECT_OPTIONS): the resolver normalises and checks it.
+        raise ConfigError(where, value, "not an accepted value", spec.choices)
     elif spec.kind == "json" and value[:1] in "{[":
         try:
             json.loads(value)
