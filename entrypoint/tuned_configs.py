@@ -14,9 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernels.config_files import config_file_name
+from kernels.config_files import CONFIG_DIR, config_file_name
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "kernels" / "configs"
 # The image copies the configs to a fixed path (docker/install_project.sh) and names it here.
 CONFIG_DIR_ENV = "MOE_SERVING_KERNEL_CONFIGS"
 
