@@ -6,9 +6,7 @@ import json
 import sys
 from typing import Any, TextIO
 
-from botocore.exceptions import ClientError
-
-from sagemaker_deploy.aws import Clients, DeployError, aws_errors, is_not_found
+from sagemaker_deploy.aws import Clients, DeployError, aws_errors, deploy_error_not_found
 from sagemaker_deploy.prepare import Prepared
 from sagemaker_deploy.s3data import upload_properties
 from sagemaker_deploy.streaming import Final, StreamError, StreamParser, Token, Unreadable
@@ -24,17 +22,12 @@ def _call(client: Any, operation: str, method: str, params: dict[str, Any], serv
         return getattr(client, method)(**params)
 
 
-def _not_found(exc: DeployError) -> bool:
-    """The failure is SageMaker's "Could not find ..." for the resource asked about."""
-    return isinstance(exc.__cause__, ClientError) and is_not_found(exc.__cause__)
-
-
 def describe_endpoint(clients: Clients, name: str) -> dict[str, Any] | None:
     try:
         with aws_errors("DescribeEndpoint"):
             return clients.sagemaker.describe_endpoint(EndpointName=name)
     except DeployError as exc:
-        if _not_found(exc):
+        if deploy_error_not_found(exc):
             return None
         raise
 
@@ -118,7 +111,7 @@ def _models_of(clients: Clients, config_name: str) -> list[str]:
         with aws_errors("DescribeEndpointConfig"):
             config = clients.sagemaker.describe_endpoint_config(EndpointConfigName=config_name)
     except DeployError as exc:
-        if _not_found(exc):
+        if deploy_error_not_found(exc):
             return []
         raise
     return [v["ModelName"] for v in config.get("ProductionVariants", []) if "ModelName" in v]
@@ -129,7 +122,7 @@ def _delete(clients: Clients, operation: str, method: str, params: dict[str, Any
     try:
         _call(clients.sagemaker, operation, method, params)
     except DeployError as exc:
-        if _not_found(exc):
+        if deploy_error_not_found(exc):
             print(f"{operation} {next(iter(params.values()))}: already gone", file=out)
             return False
         raise

@@ -68,6 +68,11 @@ def is_not_found(exc: ClientError) -> bool:
     return error_code(exc) in ("ValidationException", "ResourceNotFound") and "could not find" in message.lower()
 
 
+def deploy_error_not_found(exc: DeployError) -> bool:
+    """A DeployError raised by aws_errors over SageMaker's "Could not find ..." for the resource asked about."""
+    return isinstance(exc.__cause__, ClientError) and is_not_found(exc.__cause__)
+
+
 @contextmanager
 def aws_errors(action: str) -> Iterator[None]:
     """Re-raise botocore failures as DeployError naming the action and what to fix."""

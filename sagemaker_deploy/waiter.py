@@ -11,9 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from botocore.exceptions import ClientError
-
-from sagemaker_deploy.aws import DeployError, aws_errors, is_not_found
+from sagemaker_deploy.aws import DeployError, aws_errors, deploy_error_not_found
 
 TRANSITIONAL = {"Creating", "Updating", "SystemUpdating", "RollingBack", "Deleting"}
 
@@ -37,7 +35,7 @@ def wait_for_endpoint(
             with aws_errors(f"describe endpoint {name}"):
                 described = sagemaker.describe_endpoint(EndpointName=name)
         except DeployError as exc:
-            if target == "Deleted" and isinstance(exc.__cause__, ClientError) and is_not_found(exc.__cause__):
+            if target == "Deleted" and deploy_error_not_found(exc):
                 print(f"[{clock() - start:6.0f}s] {name}: deleted", file=out, flush=True)
                 return {}
             raise
