@@ -15,15 +15,13 @@ from pathlib import Path
 
 import httpx
 
+from entrypoint.run_local import CPU_ENV_DEFAULTS
+
 REPO = Path(__file__).resolve().parents[2]
 # A 2-core machine shared with other jobs: vLLM's start is 12-35 s here, give it room.
 START_DEADLINE_S = float(os.environ.get("E2E_START_DEADLINE_S", "240"))
-CPU_ENV = {
-    "VLLM_CPU_KVCACHE_SPACE": "1",
-    "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
-    "VLLM_NO_USAGE_STATS": "1",
-    "HF_HUB_OFFLINE": "1",
-}
+# The CPU engine's settings `make run` uses, set here whatever the caller's environment says.
+CPU_ENV = CPU_ENV_DEFAULTS
 
 STARTED: list[Server] = []  # every server of this session: the failure report hook, stop_all at exit
 
