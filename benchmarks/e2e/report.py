@@ -82,7 +82,7 @@ def build_rows(
         }
         if events:
             agg = aggregate([sample_from_event(e) for e in events])
-            row.update({k: v for k, v in vars(agg).items()})
+            row.update(vars(agg))
         rows.append(row)
     return rows
 
