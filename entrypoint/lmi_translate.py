@@ -550,9 +550,7 @@ class LMIStreamTranslator:
 
     def close(self) -> bytes:
         """The stream ended: emits a final error line when vLLM stopped without finishing."""
-        if self.finished:
-            return b""
-        return _jsonlines([self._fail(LMIError(500, "generation ended before a finish reason was sent"))])
+        return self.fail(LMIError(500, "generation ended before a finish reason was sent"))
 
     def fail(self, error: LMIError) -> bytes:
         """A final error line for a failure outside the stream (an exception in the server)."""
