@@ -109,10 +109,8 @@ class LMIMiddleware:
             await _send_json(send, error.code, error.body())
             return
         translated = json.dumps(req.completion).encode()
-        if req.stream:
-            await self._stream(req, _json_scope(scope, translated), _replay(translated, receive), send)
-        else:
-            await self._unary(req, _json_scope(scope, translated), _replay(translated, receive), send)
+        handle = self._stream if req.stream else self._unary
+        await handle(req, _json_scope(scope, translated), _replay(translated, receive), send)
 
     async def _unary(self, req: LMIRequest, scope: Scope, receive: Receive, send: Send) -> None:
         status = 500
