@@ -22,6 +22,7 @@ from starlette.routing import Route
 
 from entrypoint import lmi_middleware
 from entrypoint.lmi_middleware import ENGINE_DIED_EXIT_CODE, LMIMiddleware
+from tests.test_lmi_translate import chunk, sse  # vLLM-shaped SSE events, as in the translation tests
 
 
 class FakeEngine:
@@ -29,16 +30,6 @@ class FakeEngine:
 
     def __init__(self) -> None:
         self.errored = False
-
-
-def sse(event: dict[str, Any] | str) -> bytes:
-    return b"data: " + (event.encode() if isinstance(event, str) else json.dumps(event).encode()) + b"\n\n"
-
-
-def chunk(text: str, token_id: int, finish: str | None = None) -> dict[str, Any]:
-    return {
-        "choices": [{"index": 0, "text": text, "token_ids": [token_id], "finish_reason": finish, "stop_reason": None}]
-    }
 
 
 async def invocations(request: Request) -> Response:
@@ -54,13 +45,13 @@ async def invocations(request: Request) -> Response:
     engine: FakeEngine = request.app.state.engine_client
 
     async def stream(kind: str) -> AsyncIterator[bytes]:
-        yield sse(chunk(" a", 1))
+        yield sse(chunk(" a", [1]))
         if kind == "raise":
             raise RuntimeError("engine blew up")
         if kind == "hang":
             engine.errored = True  # the engine stops while this request waits for tokens
             await asyncio.sleep(3600)
-        yield sse(chunk(" b", 2, "length"))
+        yield sse(chunk(" b", [2], "length"))
         yield sse("[DONE]")
 
     if prompt == "error-before":
