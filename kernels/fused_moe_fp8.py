@@ -271,8 +271,9 @@ def fused_moe_fp8(
     rows1 = num_pairs if cfg.pair_mode else e
     tiles1, tiles2 = triton.cdiv(inter, cfg.block_n1), triton.cdiv(h, cfg.block_n2)
     fix2 = cfg.pair_mode and top_k * split2[1] > 1
-    counters = _counters(dev, (rows1 * tiles1 if split1[1] > 1 else 0) + (t * tiles2 if fix2 else 0))
-    c1, c2 = counters, counters[rows1 * tiles1 if split1[1] > 1 else 0 :]
+    n_c1 = rows1 * tiles1 if split1[1] > 1 else 0  # GEMM1 fix-up counters; GEMM2's follow them
+    counters = _counters(dev, n_c1 + (t * tiles2 if fix2 else 0))
+    c1, c2 = counters, counters[n_c1:]
     partials = torch.empty((split1[1] if split1[1] > 1 else 0, num_pairs, two_i), dtype=torch.float32, device=dev)
     act = torch.empty((num_pairs, inter), dtype=torch.float32, device=dev)
     if cfg.pair_mode:
