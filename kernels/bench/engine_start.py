@@ -26,10 +26,10 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.e2e.runner import PREWARM_FLASHINFER
+from benchmarks.sigterm import exit_on_sigterm
+
 REPO = Path(__file__).resolve().parents[2]
-PREWARM_FLASHINFER = (
-    "import flashinfer.sampling as s, flashinfer.tllm_utils as u; s.get_sampling_module(); u.get_trtllm_utils_module()"
-)
 WORKER = r"""
 import json, sys, time
 t0 = time.perf_counter()
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     # A step's `timeout` (benchmarks/device/h200_session.sh) sends SIGTERM: unwind so the engine group is killed.
-    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
+    exit_on_sigterm()
     results = []
     t0 = time.perf_counter()
     fi_env = dict(os.environ, FLASHINFER_WORKSPACE_BASE=str(args.work_dir / "flashinfer"))
