@@ -15,8 +15,8 @@ from pathlib import Path
 from tests.conftest_paths import REPO
 
 SCRIPT = REPO / "benchmarks" / "device" / "h200_session.sh"
-QUEUE_A = ["e2e-nemotron", "serving-check", "own-kernels", "e2e-control", "e2e-qwen"]
-QUEUE_B = ["tune-deepseek", "aotcheck", "e2e-mixtral", "e2e-fi-diag", "engine-start"]
+QUEUE_A = ["e2e-nemotron", "own-kernels", "serving-check", "engine-start"]
+QUEUE_B = ["e2e-qwen", "e2e-mixtral", "aotcheck", "tune-deepseek", "e2e-fi-diag", "e2e-control"]
 
 
 def _env(tmp_path: Path, gpus: int, deadline_s: int) -> dict[str, str]:
@@ -49,10 +49,10 @@ def test_two_gpus_run_both_queues_in_order_and_pack_their_results(tmp_path: Path
     assert _steps(status, "A", "rc=0") == QUEUE_A
     assert _steps(status, "B", "rc=0") == QUEUE_B
     assert sorted(p.name for p in out.iterdir()) == ["A.tar.gz", "B.tar.gz", "status.txt"]
-    with tarfile.open(out / "B.tar.gz") as tar:
-        console = tar.extractfile("B/engine-start/console.log").read().decode()
+    with tarfile.open(out / "A.tar.gz") as tar:
+        console = tar.extractfile("A/engine-start/console.log").read().decode()
     # each step writes where `step` points OUT, and a quoted inner command keeps its own $OUT
-    assert f"OUT={tmp_path}/run/B/engine-start" in console and '--out-dir "$OUT"' in console
+    assert f"OUT={tmp_path}/run/A/engine-start" in console and '--out-dir "$OUT"' in console
 
 
 def test_one_gpu_runs_queue_b_after_queue_a(tmp_path: Path) -> None:
@@ -66,7 +66,7 @@ def test_a_step_starts_only_when_its_minimum_time_is_left(tmp_path: Path) -> Non
     status, _ = _session(tmp_path, gpus=2, deadline_s=230)
     assert _steps(status, "A", "rc=0") == ["serving-check"]
     assert _steps(status, "B", "rc=0") == ["aotcheck"]
-    assert _steps(status, "B", "skipped") == ["tune-deepseek", "e2e-mixtral", "e2e-fi-diag", "engine-start"]
+    assert _steps(status, "B", "skipped") == ["e2e-qwen", "e2e-mixtral", "tune-deepseek", "e2e-fi-diag", "e2e-control"]
 
 
 def test_a_second_start_while_running_collects_instead_of_restarting(tmp_path: Path) -> None:

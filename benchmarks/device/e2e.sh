@@ -40,8 +40,11 @@ case "$PHASE" in
                    --conc 1,8,16,32,64 --long-conc 1) ;;
   nemotron)  ARGS=(--models nemotron-3-nano-30b-a3b-fp8 --backends auto,triton,triton_tuned,plan,flashinfer_cutlass
                    --conc 1,8,16,64 --long-conc 1) ;;
-  mixtral)   ARGS=(--models mixtral-8x7b-fp8-static --backends triton,triton_tuned,plan,auto
-                   --conc 1,8,16,64 --long-conc 1 --timeout mixtral-8x7b-fp8-static:auto=240) ;;
+  mixtral)   # auto (= FlashInfer CUTLASS) last, with FlashInfer's per-tactic debug log (docs/e2e-findings.md Q1):
+             # a start that hangs again leaves its log in fi_auto.log.gz. The log is quiet once tuned.
+             export FLASHINFER_LOGGING_LEVEL=debug
+             ARGS=(--models mixtral-8x7b-fp8-static --backends triton,triton_tuned,plan,auto
+                   --conc 1,8,16,64 --long-conc 1 --timeout mixtral-8x7b-fp8-static:auto=360) ;;
   control)   ARGS=(--models qwen3-30b-a3b-fp8-block --backends auto,triton_tuned,plan,flashinfer_cutlass
                    --conc 1,8,16,64 --long-conc 1,8 --timeout qwen3-30b-a3b-fp8-block:flashinfer_cutlass=180) ;;
   fi-diag)   # docs/e2e-findings.md Q1: autotune ON with FlashInfer's per-tactic debug log; a second engine with
@@ -59,6 +62,9 @@ LOG="$OUT/e2e_console.log"
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>&1 | tee "$LOG"
 python3 -m benchmarks.e2e run "${COMMON[@]}" "${ARGS[@]}" 2>&1 | tee -a "$LOG"
 rc=${PIPESTATUS[0]}
+if [ "$PHASE" = mixtral ]; then
+  gzip -c "$WORK/mixtral-8x7b-fp8-static.auto.cold.log" >"$OUT/fi_auto.log.gz" 2>/dev/null || true
+fi
 if [ "$PHASE" = fi-diag ] && { [ "${FI_DIAG_OFF:-0}" = 1 ] || grep -q ',timeout,' "$OUT/h200_e2e.csv"; }; then
   # The whole autotune-ON log (per-tactic lines, the stack dump at the kill) before the next run reuses its name.
   gzip -c "$WORK/mixtral-8x7b-fp8-static.flashinfer_cutlass.cold.log" >"$OUT/fi_autotune_on.log.gz" 2>/dev/null || true

@@ -10,9 +10,10 @@
 # Queue A (GPU 0) and queue B (GPU 1) run side by side; on a one-GPU machine A then B run on GPU 0 in one
 # queue. Each step starts only when its minimum time is left before the deadline (DEADLINE_S after `start`,
 # default 1500 s) and is cut at the deadline, so a short lease still returns the first steps of each queue.
-#   A: e2e nemotron → LMI middleware on vLLM 0.26 → own kernels (tests, bench, sweep) → e2e control (Qwen3
-#      128-block) → e2e qwen
-#   B: DeepSeek-V3 TP8 tune + bench → aotcheck → e2e mixtral → e2e fi-diag (FlashInfer hang) → engine start
+#   A: e2e nemotron → own kernels (tests, bench, sweep) → LMI middleware on vLLM 0.26 → engine start
+#   B: e2e qwen → e2e mixtral (its auto engine with FlashInfer's debug log) → aotcheck → DeepSeek-V3 TP8 tune +
+#      bench → e2e fi-diag → e2e control (Qwen3 128-block)
+# (issue 6 needs 3 models x 4 backends and issue 7 its kernel run first: ~1300 s per GPU fit those four steps)
 # The queues run from a copy of the repo under $RUN_DIR/repo (later calls re-send the working tree).
 # `wait` copies into $OUT (≤ 8 files come back): A.tar.gz and B.tar.gz (every step's results + logs) and
 # status.txt (one line per step: rc, seconds). Unpack the tars here and file the numbers (RUNS.md files).
@@ -57,25 +58,26 @@ step() {  # step QUEUE NAME MIN_S MAX_S CMD... : run CMD if MIN_S are left, cut 
 queue_a() {
   local q=$1
   step "$q" e2e-nemotron 300 720 env BUDGET_S=700 bash benchmarks/device/e2e.sh nemotron
+  step "$q" own-kernels 240 600 bash kernels/device/kernels_check_and_bench.sh
   # The LMI middleware on vLLM 0.26 + a GPU (so far only run on the CPU engine), on the tiny MoE made there.
   # shellcheck disable=SC2016  # $OUT is expanded by that inner shell, where step sets it
   step "$q" serving-check 150 300 bash -c 'python3 -m entrypoint.tiny_model /root/tiny-moe &&
     python3 -m benchmarks.serving.h200_middleware_check --model /root/tiny-moe --out "$OUT"'
-  step "$q" own-kernels 240 600 bash kernels/device/kernels_check_and_bench.sh
-  step "$q" e2e-control 240 420 env BUDGET_S=400 bash benchmarks/device/e2e.sh control
-  step "$q" e2e-qwen 300 780 env BUDGET_S=760 bash benchmarks/device/e2e.sh qwen
+  # shellcheck disable=SC2016  # $OUT is expanded by that inner shell, where step sets it
+  step "$q" engine-start 300 420 bash -c 'python3 -m kernels.bench.engine_start --out-dir "$OUT" \
+    --model benchmarks/e2e/models/qwen3-30b-a3b-fp8-static --baked-cache /opt/moe-serving/triton-cache'
 }
 
 queue_b() {
   local q=$1
+  step "$q" e2e-qwen 300 660 env BUDGET_S=640 bash benchmarks/device/e2e.sh qwen
+  # Mixtral's auto engine (= FlashInfer CUTLASS) runs last, with FlashInfer's debug log: it doubles as fi-diag.
+  step "$q" e2e-mixtral 300 840 env BUDGET_S=820 bash benchmarks/device/e2e.sh mixtral
+  step "$q" aotcheck 180 300 bash kernels/device/tune_and_bench.sh aotcheck
   step "$q" tune-deepseek 240 420 env SHAPES=deepseek-v3:tp8 TUNE_BUDGET_S=240 \
     bash kernels/device/tune_and_bench.sh tune bench
-  step "$q" aotcheck 180 300 bash kernels/device/tune_and_bench.sh aotcheck
-  step "$q" e2e-mixtral 300 840 env BUDGET_S=820 bash benchmarks/device/e2e.sh mixtral
   step "$q" e2e-fi-diag 360 600 env BUDGET_S=580 bash benchmarks/device/e2e.sh fi-diag
-  # shellcheck disable=SC2016  # $OUT is expanded by that inner shell, where step sets it
-  step "$q" engine-start 300 420 bash -c 'python3 -m kernels.bench.engine_start --out-dir "$OUT" \
-    --model benchmarks/e2e/models/qwen3-30b-a3b-fp8-static --baked-cache /opt/moe-serving/triton-cache'
+  step "$q" e2e-control 240 420 env BUDGET_S=400 bash benchmarks/device/e2e.sh control
 }
 
 run_queue() {  # run_queue NAME GPU FUNCTIONS...: a new session (setsid) outlives the device call that starts it
