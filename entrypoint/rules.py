@@ -55,10 +55,11 @@ RULES: tuple[Rule, ...] = (
         vllm_default="flashinfer_cutlass",
         evidence=(
             "vendor: +10% throughput on H200 at low concurrency (vLLM PR #50040, unmerged as of 0.33); measured "
-            "here (benchmarks/e2e/results/h200_e2e.csv: H200, vLLM 0.26, Qwen3-30B-A3B shape, 48 layers, FP8 "
-            "static, 512 in / 128 out, decode tok/s, best of 3): this plan / vLLM auto (FlashInfer CUTLASS) = "
-            "1.130 at 1 concurrent request, 1.058 at 8, 1.058 at 16, 1.065 at 64, 1.131 at 4096 in (spread "
-            "<= 2.9%): no crossover up to 64"
+            "here (benchmarks/e2e/results/h200_e2e.csv, 2026-11-30: H200, vLLM 0.26, random FP8 static weights, "
+            "real layer counts, 512 in / 128 out, decode tok/s, best of 3): this plan / vLLM auto (FlashInfer "
+            "CUTLASS) at 1 concurrent request = 1.135 Qwen3-30B-A3B, 1.092 Nemotron-3-Nano, 1.056 Mixtral-8x7B; "
+            "at 8: 1.061 / 1.001 / 1.011; at 64: 0.970 / 0.995 / 0.990, inside the run-to-run spread (up to 13%): "
+            "no crossover up to 64"
         ),
         applies=_fp8_tensor_static_on_hopper,
     ),
