@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -278,17 +279,23 @@ def test_bad_max_tokens_is_refused_naming_the_option(value, capsys):
 VLLM026_CONFIGS = VLLM026_FUSED_MOE.parent / "configs"
 
 
-def test_the_bake_reads_the_file_vllm_will_load_ours_first_then_vllms_own():
+def test_the_bake_reads_the_file_vllm_will_load_ours_first_then_vllms_own(tmp_path):
     # vLLM 0.26's get_moe_configs: VLLM_TUNED_CONFIG_FOLDER first, then its own configs/, then default tiles.
     assert aot.vllm_config_dir(_source()) == VLLM026_CONFIGS.resolve()
     nemotron, deepseek = shape_by_key("nemotron-3-nano-30b-a3b:tp1"), shape_by_key("deepseek-v3:tp8")
-    assert (VLLM026_CONFIGS / cf.config_file_name(nemotron.e, nemotron.n, nemotron.dtype)).is_file()
-    assert aot.config_source(cf.CONFIG_DIR, nemotron, VLLM026_CONFIGS).parent == cf.CONFIG_DIR  # ours wins
-    vllms = aot.config_source(cf.CONFIG_DIR, deepseek, VLLM026_CONFIGS)  # we ship none for it
+    ours = tmp_path / "ours"  # a folder of ours with Nemotron's file and none for DeepSeek-V3
+    ours.mkdir()
+    nemotron_file = cf.config_file_name(nemotron.e, nemotron.n, nemotron.dtype)
+    shutil.copy(cf.CONFIG_DIR / nemotron_file, ours / nemotron_file)
+    assert (VLLM026_CONFIGS / nemotron_file).is_file()
+    assert aot.config_source(ours, nemotron, VLLM026_CONFIGS).parent == ours  # ours wins
+    vllms = aot.config_source(ours, deepseek, VLLM026_CONFIGS)  # we have none for it: vLLM's own
     assert vllms is not None and vllms.parent == VLLM026_CONFIGS
-    assert aot.config_source(cf.CONFIG_DIR, deepseek, None) is None
-    cases = aot.cases_from_configs(cf.CONFIG_DIR, [1], [deepseek], fallback_dir=VLLM026_CONFIGS)
+    assert aot.config_source(ours, deepseek, None) is None
+    cases = aot.cases_from_configs(ours, [1], [deepseek], fallback_dir=VLLM026_CONFIGS)
     assert [dict(c.tile) for c in cases] == [cf.lookup(cf.read_config_file(vllms), 1)]
+    # the shipped folder has DeepSeek-V3's own file (tuned 2026-11-30): it beats vLLM's
+    assert aot.config_source(cf.CONFIG_DIR, deepseek, VLLM026_CONFIGS).parent == cf.CONFIG_DIR
 
 
 def test_bake_compiles_vllms_own_tiles_for_a_shape_we_ship_no_file_for(tmp_path):
