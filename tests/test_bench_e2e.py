@@ -335,6 +335,26 @@ def test_rows_of_an_engine_that_never_started_say_why() -> None:
     assert "decode_tps_best" not in rows[0]
 
 
+def test_report_merge_fills_a_skipped_backend_from_a_follow_up_run(tmp_path: Path) -> None:
+    rows = _rows()  # auto, triton, triton_tuned (= triton) at conc 1 and 8
+    phase = [dict(r) for r in rows if r["backend"] != "triton"]
+    phase += [{**r, "status": "skipped_budget", "decode_tps_best": None} for r in rows if r["backend"] == "triton"]
+    follow_up = [r for r in rows if r["backend"] == "triton"]
+    paths = [tmp_path / "phase.csv", tmp_path / "follow_up.csv"]
+    report.write_csv(phase, paths[0])
+    report.write_csv(follow_up, paths[1])
+    merged = tmp_path / "merged.csv"
+    assert cli.report_main(["--csv", str(merged), "--merge", *map(str, paths)]) == 0
+    back = {(r["backend"], r["conc"]): r for r in report.read_csv(merged)}
+    assert len(back) == 6 and back[("triton", 1)]["status"] == "ok"
+    assert back[("triton", 1)]["ratio_vs_auto"] == pytest.approx(1.25)  # ratios written into the merged CSV
+    assert (tmp_path / "merged.md").is_file()
+    # two measured rows for one point: refused, naming it, nothing written
+    with pytest.raises(SystemExit) as exc:
+        cli.report_main(["--csv", str(tmp_path / "twice.csv"), "--merge", str(paths[1]), str(paths[1])])
+    assert exc.value.code == 2 and not (tmp_path / "twice.csv").exists()
+
+
 def test_plot_draws_a_png(tmp_path: Path) -> None:
     rows = _rows()
     report.add_ratios(rows)

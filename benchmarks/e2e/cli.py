@@ -1,7 +1,8 @@
 """Command line: ``python -m benchmarks.e2e [run] --models ... --backends ... --conc 1,8,64``.
 
 Subcommands: ``run`` (default) measures; ``estimate`` prints the jobs and the expected time and exits;
-``report --csv FILE`` redraws the markdown table and the PNG from a CSV (e.g. one fetched from the H200);
+``report --csv FILE [--merge RUN.csv ...]`` redraws the markdown table and the PNG from a CSV (e.g. one fetched
+from the H200), first combining a session's runs into it with ``--merge``;
 ``plans`` writes the resolver's decisions for the bundled models to a snapshot, for GPU hosts where the
 resolver's own dependencies are not installed.
 """
@@ -306,9 +307,19 @@ def _one(job: dict[str, Any], env: dict[str, str], timeout: float, log: Path, en
 
 def report_main(argv: Sequence[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.e2e report")
-    p.add_argument("--csv", type=Path, required=True)
+    p.add_argument("--csv", type=Path, required=True, help="the table to redraw (written when --merge is given)")
+    p.add_argument("--merge", type=Path, nargs="+", default=None, metavar="RUN_CSV",
+                   help="runs of one session (e.g. one phase per GPU) to combine into --csv first; a measured row "
+                        "replaces a skipped one of the same model, backend and workload")  # fmt: skip
     p.add_argument("--out-dir", type=Path, default=None, help="default: the CSV's folder")
     ns = p.parse_args(argv)
+    if ns.merge:
+        try:
+            rows = report.merge_runs([report.read_csv(path) for path in ns.merge])
+        except (OSError, ValueError) as exc:
+            p.error(f"--merge: {exc}")
+        report.add_ratios(rows)
+        report.write_csv(rows, ns.csv)
     rows = report.read_csv(ns.csv)
     out = ns.out_dir or ns.csv.parent
     out.mkdir(parents=True, exist_ok=True)

@@ -121,6 +121,26 @@ def add_ratios(rows: list[dict[str, Any]]) -> None:
         )
 
 
+_MEASURED = ("ok", "truncated")
+
+
+def merge_runs(runs: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Rows of several runs of one session → one table: one row per (model, backend, workload), in first-seen
+    order. A measured row (ok/truncated) replaces an unmeasured one (skipped_budget, failed, timeout) of an
+    earlier run — e.g. a backend a phase had no budget for, run by a follow-up call; two measured rows for
+    the same point are an error (which one is the figure would be a silent choice)."""
+    merged: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for rows in runs:
+        for row in rows:
+            key = (*_key(row), row["backend"])
+            old = merged.get(key)
+            if old is None or (old["status"] not in _MEASURED and row["status"] in _MEASURED):
+                merged[key] = row
+            elif old["status"] in _MEASURED and row["status"] in _MEASURED:
+                raise ValueError(f"two measured rows for {key}: keep one of the runs out of the merge")
+    return list(merged.values())
+
+
 def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS, extrasaction="ignore")
