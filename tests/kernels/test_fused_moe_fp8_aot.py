@@ -54,3 +54,33 @@ def test_the_compile_check_catches_what_the_interpreter_accepts(tmp_path):
     proc = _compile(tmp_path, "break")
     assert proc.returncode != 0
     assert "FP8_MAX" in proc.stderr
+
+
+PRECISE_SCRIPT = """
+import json, re
+from triton.runtime.driver import driver
+from kernels import fused_moe_fp8_aot as A
+from kernels.aot import Sm90Driver
+from kernels.device.diag_block_dynamic import fp8_accumulation
+driver.set_active(Sm90Driver())
+seen = {}
+for precise in (False, True, False):  # back to the default: the switch must not stick
+    with fp8_accumulation(precise):
+        kernel, grid, args, kwargs = A.launches(A.CASES[2])[0]  # DeepSeek-V3 block dynamic, GEMM1
+        ttgir = kernel.warmup(*args, grid=grid, **kwargs).asm["ttgir"]
+    seen.setdefault(str(precise), []).append(sorted(set(re.findall(r"maxNumImpreciseAcc = (\\d+)", ttgir))))
+print(json.dumps(seen))
+"""
+
+
+def test_the_block_dynamic_diagnostic_really_switches_fp8_accumulation(tmp_path):
+    """kernels/device/diag_block_dynamic.py compares Triton's default (imprecise) FP8 accumulation on sm_90
+    with precise accumulation: the second compile must differ, and the default must come back after it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRITON_")}
+    env.update(PYTHONPATH=f"{TRITON36}{os.pathsep}{ROOT}", TRITON_CACHE_DIR=str(tmp_path), CUDA_VISIBLE_DEVICES="")
+    proc = subprocess.run([sys.executable, "-c", PRECISE_SCRIPT], env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert seen["False"] == [[str(2**30)], [str(2**30)]]  # Triton 3.6's sm_90 default, before and after
+    assert seen["True"] == [[]]  # precise: no imprecise-accumulation attribute on the dots
