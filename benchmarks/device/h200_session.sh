@@ -10,10 +10,10 @@
 # Queue A (GPU 0) and queue B (GPU 1) run side by side; on a one-GPU machine A then B run on GPU 0 in one
 # queue. Each step starts only when its minimum time is left before the deadline (DEADLINE_S after `start`,
 # default 1500 s) and is cut at the deadline, so a short lease still returns the first steps of each queue.
-#   A: e2e nemotron → own kernels (tests, bench, sweep) → LMI middleware on vLLM 0.26 → engine start
-#   B: e2e qwen → e2e mixtral (its auto engine with FlashInfer's debug log) → aotcheck → DeepSeek-V3 TP8 tune +
-#      bench → e2e fi-diag → e2e control (Qwen3 128-block)
-# (issue 6 needs 3 models x 4 backends and issue 7 its kernel run first: ~1300 s per GPU fit those four steps)
+#   A: own kernels (GPU tests + block-dynamic diagnostic, benches, sweep) → e2e control (Qwen3 128-block) →
+#      engine start → LMI middleware on vLLM 0.26
+#   B: aotcheck (incl. our DeepSeek-V3 file) → e2e qwen → e2e nemotron → e2e mixtral (repeats: spread, new tiles)
+# (what 2026-11-30's lease left; its results are filed in kernels/bench/results and benchmarks/e2e/results)
 # The queues run from a copy of the repo under $RUN_DIR/repo (later calls re-send the working tree).
 # `wait` copies into $OUT (≤ 8 files come back): A.tar.gz and B.tar.gz (every step's results + logs) and
 # status.txt (one line per step: rc, seconds). Unpack the tars here and file the numbers (RUNS.md files).
@@ -57,27 +57,26 @@ step() {  # step QUEUE NAME MIN_S MAX_S CMD... : run CMD if MIN_S are left, cut 
 # Order = what each issue can least do without, cheap decisive steps first (a short lease returns those).
 queue_a() {
   local q=$1
-  step "$q" e2e-nemotron 300 720 env BUDGET_S=700 bash benchmarks/device/e2e.sh nemotron
+  # issue 7: make test-gpu (4 block-dynamic misses on 2026-11-30) + their diagnostic, benches, sweep
   step "$q" own-kernels 240 600 bash kernels/device/kernels_check_and_bench.sh
-  # The LMI middleware on vLLM 0.26 + a GPU (so far only run on the CPU engine), on the tiny MoE made there.
-  # shellcheck disable=SC2016  # $OUT is expanded by that inner shell, where step sets it
-  step "$q" serving-check 150 300 bash -c 'python3 -m entrypoint.tiny_model /root/tiny-moe &&
-    python3 -m benchmarks.serving.h200_middleware_check --model /root/tiny-moe --out "$OUT"'
+  # issue 6: the control's triton_tuned row did not fit on 2026-11-30
+  step "$q" e2e-control 240 420 env BUDGET_S=400 bash benchmarks/device/e2e.sh control
   # shellcheck disable=SC2016  # $OUT is expanded by that inner shell, where step sets it
   step "$q" engine-start 300 420 bash -c 'python3 -m kernels.bench.engine_start --out-dir "$OUT" \
     --model benchmarks/e2e/models/qwen3-30b-a3b-fp8-static --baked-cache /opt/moe-serving/triton-cache'
+  # The LMI middleware on vLLM 0.26 + a GPU, on the tiny MoE made there.
+  # shellcheck disable=SC2016  # $OUT is expanded by that inner shell, where step sets it
+  step "$q" serving-check 150 300 bash -c 'python3 -m entrypoint.tiny_model /root/tiny-moe &&
+    python3 -m benchmarks.serving.h200_middleware_check --model /root/tiny-moe --out "$OUT"'
 }
 
 queue_b() {
   local q=$1
-  step "$q" e2e-qwen 300 660 env BUDGET_S=640 bash benchmarks/device/e2e.sh qwen
-  # Mixtral's auto engine (= FlashInfer CUTLASS) runs last, with FlashInfer's debug log: it doubles as fi-diag.
-  step "$q" e2e-mixtral 300 840 env BUDGET_S=820 bash benchmarks/device/e2e.sh mixtral
+  # issue 4: the 0-JIT check now includes our DeepSeek-V3 TP8 file (tuned after the 2026-11-30 check)
   step "$q" aotcheck 180 300 bash kernels/device/tune_and_bench.sh aotcheck
-  step "$q" tune-deepseek 240 420 env SHAPES=deepseek-v3:tp8 TUNE_BUDGET_S=240 \
-    bash kernels/device/tune_and_bench.sh tune bench
-  step "$q" e2e-fi-diag 360 600 env BUDGET_S=580 bash benchmarks/device/e2e.sh fi-diag
-  step "$q" e2e-control 240 420 env BUDGET_S=400 bash benchmarks/device/e2e.sh control
+  step "$q" e2e-qwen 300 660 env BUDGET_S=640 bash benchmarks/device/e2e.sh qwen
+  step "$q" e2e-nemotron 300 720 env BUDGET_S=700 bash benchmarks/device/e2e.sh nemotron
+  step "$q" e2e-mixtral 300 840 env BUDGET_S=820 bash benchmarks/device/e2e.sh mixtral
 }
 
 run_queue() {  # run_queue NAME GPU FUNCTIONS...: a new session (setsid) outlives the device call that starts it
