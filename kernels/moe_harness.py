@@ -209,7 +209,3 @@ def reference_moe(problem: MoEProblem, x: torch.Tensor, weights: torch.Tensor, i
         y = act @ deq(problem.w2[e], qc.w2_scale[e]).T  # (rows, H)
         out.index_add_(0, tok, y if s.model.router_weight_on_input else y * route_w)
     return out
-
-
-def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
-    return float((out.float() - ref).norm() / ref.norm().clamp_min(1e-30))

@@ -143,6 +143,7 @@ def bench_shape(key: str, ms: tuple[int, ...], bw: float, have_vllm: bool, sweep
     from kernels import moe_harness
     from kernels.bench.bench_moe_configs import GroupedMMBaseline, distinct_experts
     from kernels.fused_moe_fp8 import default_config, fused_moe_fp8
+    from kernels.reference import rel_err
     from kernels.shapes import shape_by_key
 
     s = shape_by_key(key)
@@ -184,7 +185,7 @@ def bench_shape(key: str, ms: tuple[int, ...], bw: float, have_vllm: bool, sweep
                 x, w, ids = batch[0]
                 ref = problem.run(x, w, ids).float()
                 mine = fused_moe_fp8(x, problem.w1, problem.w2, w, ids, **scales, activation=act).float()
-                row["rel_err_vs_vllm"] = moe_harness.rel_err(mine, ref)
+                row["rel_err_vs_vllm"] = rel_err(mine, ref)
             except Exception as exc:
                 print(f"[{key} M={m}] vLLM failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         try:

@@ -26,6 +26,7 @@ import torch
 
 from kernels.aot import config_source
 from kernels.config_files import lookup, read_config_file
+from kernels.reference import rel_err
 from kernels.shapes import SHIPPED, KernelShape, shape_by_key
 from kernels.tune import tile_id
 
@@ -169,7 +170,7 @@ def check_numerics(shape: KernelShape, table: dict, ms: tuple[int, ...] = (1, 64
         with moe_harness.forced_tile(moe_harness.incumbent_tile(shape, m, shipped)):
             ref_kernel = problem.run(x, w, ids)
         ref = moe_harness.reference_moe(problem, x, w, ids)
-        e_k, e_r = moe_harness.rel_err(out, ref_kernel.float()), moe_harness.rel_err(out, ref)
+        e_k, e_r = rel_err(out, ref_kernel.float()), rel_err(out, ref)
         ok = torch.isfinite(out).all().item() and e_k < 2e-2 and e_r < 8e-2
         print(f"check {shape.key} M={m}: vs default tile {e_k:.2e}, vs fp32 reference {e_r:.2e} -> {ok}")
         if not ok:
