@@ -28,13 +28,13 @@ def env_name(key: str) -> str:
 def properties_to_env(properties: Mapping[str, str]) -> dict[str, str]:
     env: dict[str, str] = {}
     origin: dict[str, str] = {}
-    for key, value in properties.items():
-        name = env_name(key)
+    for key, raw in properties.items():
+        name, value = env_name(key), raw.strip()  # compared as written to the env: " x" and "x" agree
         if name in env and env[name] != value:
             raise ConfigError(
                 key, value, f"maps to {name}, which {origin[name]!r} also sets to {env[name]!r}", "one of them"
             )
-        env[name] = value.strip()
+        env[name] = value
         origin[name] = key
     return env
 

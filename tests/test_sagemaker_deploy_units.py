@@ -76,6 +76,10 @@ def test_properties_to_env_keeps_values_and_refuses_two_keys_with_one_env_name()
     }
     with pytest.raises(ConfigError, match="OPTION_MAX_MODEL_LEN"):
         properties_to_env({"option.max_model_len": "1", "option.max-model-len": "2"})
+    # the same value as written to the env (whitespace trimmed) is no conflict
+    assert properties_to_env({"option.max_model_len": " 4096", "option.max-model-len": "4096 "}) == {
+        "OPTION_MAX_MODEL_LEN": "4096"
+    }
 
 
 def test_env_limits_come_from_botocore_and_name_the_offending_key():
