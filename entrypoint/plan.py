@@ -38,8 +38,8 @@ class Plan(BaseModel):
         secrets = secret_values(self.vllm_args, self.env)
         return self.model_copy(
             update={
-                "vllm_args": tuple(redact_args(self.vllm_args)),
-                "env": redact_env(self.env),
+                "vllm_args": tuple(redact_args(self.vllm_args, secrets)),
+                "env": redact_env(self.env, secrets),
                 "reasons": tuple(scrub(line, secrets) for line in self.reasons),
                 "ignored_options": tuple(scrub(line, secrets) for line in self.ignored_options),
             }

@@ -9,12 +9,17 @@ Which names are secret, by word (split on "-" and "_"), so that counts and paths
   not --max-num-batched-tokens, --dbo-decode-token-threshold, --ssl-keyfile, --tokenizer.
 - an environment name with ANY word ending so: HF_TOKEN, AWS_SECRET_ACCESS_KEY, VLLM_API_KEY,
   HUGGING_FACE_HUB_TOKEN; not TOKENIZERS_PARALLELISM.
+- inside another value: a JSON option (`--hf-overrides '{"api_key": "…"}'`) has the values of its
+  secret-named keys hidden, at any depth, by the env-name rule; and a known secret value (from a secret
+  flag or env) is hidden wherever else it appears (a URL, another option, a reason line).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 REDACTED = "***"
 _SECRET_SUFFIXES = ("token", "key", "secret", "password", "passwd", "credential", "credentials")
@@ -65,18 +70,60 @@ def secret_values(args: Sequence[str], env: Mapping[str, str]) -> set[str]:
     return {value for value in values if value}
 
 
-def redact_args(args: Sequence[str]) -> list[str]:
-    """The argv with each secret flag's value replaced by *** (`--flag=***` in the one-element form)."""
+def _redact_json(node: Any) -> tuple[Any, bool]:
+    """(node with every secret-named key's value ***, whether anything was hidden)."""
+    if isinstance(node, dict):
+        changed, out = False, {}
+        for key, value in node.items():
+            if isinstance(key, str) and is_secret_env(key) and value not in (None, ""):
+                out[key], changed = REDACTED, True
+            else:
+                out[key], hid = _redact_json(value)
+                changed |= hid
+        return out, changed
+    if isinstance(node, list):
+        items = [_redact_json(item) for item in node]
+        return [item for item, _ in items], any(hid for _, hid in items)
+    return node, False
+
+
+def redact_json_value(value: str) -> str:
+    """A JSON object/array option with its secret-named keys' values hidden; anything else unchanged."""
+    if not value.lstrip().startswith(("{", "[")):
+        return value
+    try:
+        node = json.loads(value)
+    except ValueError:
+        return value
+    hidden, changed = _redact_json(node)
+    return json.dumps(hidden, separators=(",", ":")) if changed else value
+
+
+def redact_args(args: Sequence[str], secrets: Iterable[str] = ()) -> list[str]:
+    """The argv with each secret flag's value replaced by *** (`--flag=***` in the one-element form),
+    secret keys inside JSON values hidden, and the known `secrets` scrubbed from every other element."""
     hidden = _secret_arg_values(args)
-    return [
-        (arg.split("=", 1)[0] + "=" + REDACTED if arg.startswith("--") else REDACTED) if i in hidden else arg
-        for i, arg in enumerate(args)
-    ]
+    secrets = tuple(secrets)
+    out = []
+    for i, arg in enumerate(args):
+        if i in hidden:
+            out.append(arg.split("=", 1)[0] + "=" + REDACTED if arg.startswith("--") else REDACTED)
+        elif arg.startswith("--") and "=" in arg:
+            flag, value = arg.split("=", 1)
+            out.append(flag + "=" + scrub(redact_json_value(value), secrets))
+        else:
+            out.append(scrub(redact_json_value(arg), secrets))
+    return out
 
 
-def redact_env(env: Mapping[str, str]) -> dict[str, str]:
-    """The environment with each secret-named variable's value replaced by ***."""
-    return {name: REDACTED if is_secret_env(name) else value for name, value in env.items()}
+def redact_env(env: Mapping[str, str], secrets: Iterable[str] = ()) -> dict[str, str]:
+    """The environment with each secret-named variable's value replaced by ***, secret keys inside JSON
+    values hidden, and the known `secrets` scrubbed from the other values."""
+    secrets = tuple(secrets)
+    return {
+        name: REDACTED if is_secret_env(name) else scrub(redact_json_value(value), secrets)
+        for name, value in env.items()
+    }
 
 
 def scrub(text: str, secrets: Iterable[str]) -> str:

@@ -125,3 +125,21 @@ def test_resolve_cli_prints_no_secret(as_json: bool, monkeypatch: pytest.MonkeyP
     if as_json:
         args = json.loads(out)["vllm_args"]
         assert args[args.index("--api-key") + 1] == REDACTED
+
+
+def test_secrets_inside_other_values_are_hidden_and_plain_json_stays_as_written() -> None:
+    overrides = json.dumps({"api_key": "sk-inner-999", "rope_scaling": {"factor": 2.0, "auth": {"token": "t0p"}}})
+    plan = Plan(
+        model="m",
+        vllm_args=("m", "--hf-overrides", overrides, f"--served-model-name=https://u:{HF_TOKEN}@hub/m",
+                   "--api-key", API_KEY, "--speculative-config", '{"num_speculative_tokens": 3}'),
+        env={"HF_TOKEN": HF_TOKEN, "HF_ENDPOINT": f"https://hub?auth={HF_TOKEN}", "EXTRA": '{"secret": "s3cr3t"}'},
+    )  # fmt: skip
+    for shown in ("\n".join(plan_log_lines(plan)), render_plan(plan), plan.to_json()):
+        for secret in ("sk-inner-999", "t0p", HF_TOKEN, API_KEY, "s3cr3t"):
+            assert secret not in shown, secret
+        assert '"factor":2.0' in shown.replace(" ", "").replace('\\"', '"')  # the rest of the JSON stays
+        assert "https://hub?auth=***" in shown
+    shown_args = plan.redacted().vllm_args
+    assert shown_args[-1] == '{"num_speculative_tokens": 3}'  # nothing secret: left exactly as written
+    assert plan.vllm_args[2] == overrides  # the argv for exec is untouched
