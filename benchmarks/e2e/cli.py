@@ -318,16 +318,18 @@ def report_main(argv: Sequence[str]) -> int:
             rows = report.merge_runs([report.read_csv(path) for path in ns.merge])
         except (OSError, ValueError) as exc:
             p.error(f"--merge: {exc}")
-        report.add_ratios(rows)
+    else:
+        rows = report.read_csv(ns.csv)
+    report.add_ratios(rows)
+    if ns.merge:
         report.write_csv(rows, ns.csv)
-    rows = report.read_csv(ns.csv)
     out = ns.out_dir or ns.csv.parent
     out.mkdir(parents=True, exist_ok=True)
     stem = ns.csv.stem
-    report.add_ratios(rows)
-    (out / f"{stem}.md").write_text(report.markdown_table(rows))
+    table = report.markdown_table(rows)
+    (out / f"{stem}.md").write_text(table)
     drew = report.plot(rows, out / f"{stem}.png")
-    print(report.markdown_table(rows))
+    print(table)
     print(f"wrote {out / (stem + '.md')}" + (f" and {out / (stem + '.png')}" if drew else " (no matplotlib: no PNG)"))
     return 0
 
