@@ -99,6 +99,11 @@ def redact_json_value(value: str) -> str:
     return json.dumps(hidden, separators=(",", ":")) if changed else value
 
 
+def _hide_inside(value: str, secrets: Sequence[str]) -> str:
+    """A value that is not itself secret, with secrets inside it hidden (JSON keys, known values)."""
+    return scrub(redact_json_value(value), secrets)
+
+
 def redact_args(args: Sequence[str], secrets: Iterable[str] = ()) -> list[str]:
     """The argv with each secret flag's value replaced by *** (`--flag=***` in the one-element form),
     secret keys inside JSON values hidden, and the known `secrets` scrubbed from every other element."""
@@ -110,9 +115,9 @@ def redact_args(args: Sequence[str], secrets: Iterable[str] = ()) -> list[str]:
             out.append(arg.split("=", 1)[0] + "=" + REDACTED if arg.startswith("--") else REDACTED)
         elif arg.startswith("--") and "=" in arg:
             flag, value = arg.split("=", 1)
-            out.append(flag + "=" + scrub(redact_json_value(value), secrets))
+            out.append(flag + "=" + _hide_inside(value, secrets))
         else:
-            out.append(scrub(redact_json_value(arg), secrets))
+            out.append(_hide_inside(arg, secrets))
     return out
 
 
@@ -120,10 +125,7 @@ def redact_env(env: Mapping[str, str], secrets: Iterable[str] = ()) -> dict[str,
     """The environment with each secret-named variable's value replaced by ***, secret keys inside JSON
     values hidden, and the known `secrets` scrubbed from the other values."""
     secrets = tuple(secrets)
-    return {
-        name: REDACTED if is_secret_env(name) else scrub(redact_json_value(value), secrets)
-        for name, value in env.items()
-    }
+    return {name: REDACTED if is_secret_env(name) else _hide_inside(value, secrets) for name, value in env.items()}
 
 
 def scrub(text: str, secrets: Iterable[str]) -> str:
