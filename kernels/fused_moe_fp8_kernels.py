@@ -28,15 +28,13 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from kernels.fp8_quant import dynamic_scale, quantize
 from kernels.moe_routing import expert_pair_list
 
 # Weight scale layouts (constexpr W_SCALE)
 W_SCALE_TENSOR = 0  # (E,)
 W_SCALE_CHANNEL = 1  # (E, N)
 W_SCALE_BLOCK = 2  # (E, ceil(N/GROUP), ceil(K/GROUP)); activations then use per (row, K-group) scales
-
-FP8_MAX = tl.constexpr(448.0)
-MIN_SCALE = tl.constexpr(1e-12)
 
 
 @triton.jit
@@ -58,7 +56,7 @@ def _row_scales(
             for k0 in range(0, K, AMAX_BLOCK):
                 offs = k0 + tl.arange(0, AMAX_BLOCK)
                 amax = tl.maximum(amax, tl.abs(tl.load(base + offs, mask=offs < K, other=0.0).to(tl.float32)))
-            a_s = tl.zeros((BLOCK_M,), tl.float32) + tl.maximum(tl.max(amax, axis=0) / FP8_MAX, MIN_SCALE)
+            a_s = tl.zeros((BLOCK_M,), tl.float32) + dynamic_scale(tl.max(amax, axis=0))
         else:
             amax = tl.zeros((BLOCK_M,), tl.float32)
             for k0 in range(0, K, BLOCK_K):
@@ -66,7 +64,7 @@ def _row_scales(
                 p = a_ptr + rows[:, None].to(tl.int64) * stride_am + offs_k[None, :]
                 a = tl.load(p, mask=rmask[:, None] & (offs_k[None, :] < K), other=0.0).to(tl.float32)
                 amax = tl.maximum(amax, tl.max(tl.abs(a), axis=1))
-            a_s = tl.maximum(amax / FP8_MAX, MIN_SCALE)
+            a_s = dynamic_scale(amax)
     else:
         a_s = tl.zeros((BLOCK_M,), tl.float32)
     return a_s
@@ -109,8 +107,8 @@ def _expert_gemm(
         a_p = a_ptr + rows[:, None].to(tl.int64) * stride_am + offs_k[None, :]
         a = tl.load(a_p, mask=rmask[:, None] & kmask, other=0.0).to(tl.float32)
         if W_SCALE == 2 and not A_STATIC:
-            a_s = tl.maximum(tl.max(tl.abs(a), axis=1) / FP8_MAX, MIN_SCALE)
-        a_q = tl.trans(tl.clamp(a / a_s[:, None], -FP8_MAX, FP8_MAX).to(tl.float8e4nv))
+            a_s = dynamic_scale(tl.max(tl.abs(a), axis=1))
+        a_q = tl.trans(quantize(a, a_s[:, None]))
         wm = wn_mask[:, None] & kmask
         d = tl.dot(tl.load(w_rows + offs_k[None, :], mask=wm, other=0.0), a_q)
         if DUAL:

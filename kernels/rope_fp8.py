@@ -20,8 +20,8 @@ import torch
 import triton
 import triton.language as tl
 
-FP8_MAX = tl.constexpr(448.0)
-MIN_SCALE = tl.constexpr(1e-12)
+from kernels.fp8_quant import dynamic_scale, quantize
+
 # Integer arguments whose value can change with the batch; never specialised on.
 BATCH_DEPENDENT_ARGS = ("num_tokens", "stride_qt", "stride_kt", "stride_qot", "stride_kot")
 # Programs per SM of the persistent grid: each program handles several tokens when the batch is large.
@@ -62,11 +62,11 @@ def _rope_quant_heads(
     xp = tl.load(x_ptr + h[:, None] * HEAD_DIM + partner[None, :], mask=m & rotated[None, :], other=0.0)
     y = x * cos[None, :] + sign[None, :] * xp.to(tl.float32) * sin[None, :]
     if DYNAMIC:
-        s = tl.maximum(tl.max(tl.max(tl.abs(y), axis=1), axis=0) / FP8_MAX, MIN_SCALE)
+        s = dynamic_scale(tl.max(tl.max(tl.abs(y), axis=1), axis=0))
         tl.store(scale_out_ptr, s)
     else:
         s = tl.load(scale_in_ptr)
-    q = tl.clamp(y / s, -FP8_MAX, FP8_MAX).to(tl.float8e4nv)
+    q = quantize(y, s)
     tl.store(o_ptr + h[:, None] * HEAD_DIM + d[None, :], q, mask=m)
 
 

@@ -9,9 +9,10 @@ the suspects, on the GPU, against the same float64 reference:
 - accumulation: Triton's sm_90 default for FP8 dots (imprecise, `max_num_imprecise_acc_default = 2**30`) vs
   precise (0), by rebuilding the CUDA backend's options — a separate compile, a separate cache entry;
 - config: the default config vs split-K 1 (the last-arrival fix-up out of the picture);
-- top-k 8 vs 1 (the slot reduction out of the picture).
+- top-k 8 vs 1 (the slot reduction out of the picture);
+- and what precise accumulation costs: µs per call, default vs precise, weights from HBM.
 
-    PYTHONPATH=$PWD python3 -m kernels.device.diag_block_dynamic [--out DIR]     (~1 min on an H200)
+    PYTHONPATH=$PWD python3 -m kernels.device.diag_block_dynamic [--out DIR]     (~2 min on an H200)
 """
 
 from __future__ import annotations
@@ -56,18 +57,34 @@ def fp8_accumulation(precise: bool):
 
 
 def measure(
-    m: int, top_k: int, scales: str, static: bool, precise: bool, split_one: bool, shape=(256, 7168, 256)
+    m: int,
+    top_k: int,
+    scales: str,
+    static: bool | tuple[bool, bool],
+    precise: bool = False,
+    split_one: bool = False,
+    shape: tuple[int, int, int] = (256, 7168, 256),
+    **config_changes: int,
 ) -> float:
-    """rel err of our kernel against the float64 reference; shape (E, H, I) defaults to DeepSeek-V3 TP8."""
+    """rel err of our kernel against the float64 reference; shape (E, H, I) defaults to DeepSeek-V3 TP8.
+
+    static: both activation scales static (True) / dynamic (False), or (x static?, act static?) to split the two
+    GEMMs apart; config_changes override fields of the default config (num_stages=1, ...)."""
     from kernels.fused_moe_fp8 import MoEKernelConfig, default_config, fused_moe_fp8
     from kernels.reference import fused_moe_reference, rel_err
     from tests.kernels.test_fused_moe_fp8 import make_problem
 
     e, h, inter = shape
-    args, kw = make_problem(m, e, top_k, h, inter, scales=scales, static=static, seed=m)
+    x_static, act_static = static if isinstance(static, tuple) else (static, static)
+    args, kw = make_problem(m, e, top_k, h, inter, scales=scales, static=x_static or act_static, seed=m)
+    if not x_static:
+        kw.pop("a13_scale", None)
+    if not act_static:
+        kw.pop("a2_scale", None)
     config = default_config(m, e, top_k, h, inter)
     if split_one:
-        config = MoEKernelConfig(**{**dataclasses.asdict(config), "split_k": 1, "split_k2": 1})
+        config_changes = {**config_changes, "split_k": 1, "split_k2": 1}
+    config = MoEKernelConfig(**{**dataclasses.asdict(config), **config_changes})
     out = torch.full_like(args[0], float("nan"))
     with fp8_accumulation(precise):
         fused_moe_fp8(*args, **kw, out=out, config=config)
@@ -76,36 +93,92 @@ def measure(
     return rel_err(out, fused_moe_reference(*args, **kw))
 
 
+def interpreted(m: int, top_k: int, shape: tuple[int, int, int] = (256, 7168, 256)) -> float:
+    """The same GPU-generated block-dynamic problem run by the Triton interpreter on this host's CPU (subprocess:
+    TRITON_INTERPRET is read when kernels are defined). Separates "the data" from "the compiled kernel"."""
+    import subprocess
+    import sys
+    import tempfile
+
+    from tests.kernels.test_fused_moe_fp8 import make_problem
+
+    e, h, inter = shape
+    args, kw = make_problem(m, e, top_k, h, inter, scales="block", static=False, seed=m)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "problem.pt"
+        torch.save(([a.cpu() for a in args], {k: v.cpu() if torch.is_tensor(v) else v for k, v in kw.items()}), path)
+        code = (
+            "import sys, torch; from kernels.fused_moe_fp8 import fused_moe_fp8;"
+            "from kernels.reference import fused_moe_reference, rel_err;"
+            f"args, kw = torch.load({str(path)!r});"
+            "out = torch.full_like(args[0], float('nan')); fused_moe_fp8(*args, **kw, out=out);"
+            "print(rel_err(out, fused_moe_reference(*args, **kw)))"
+        )
+        env = {**__import__("os").environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
+        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    if res.returncode:
+        print(res.stderr[-2000:])
+        return float("nan")
+    return float(res.stdout.strip().splitlines()[-1])
+
+
+def time_us(key: str, m: int, precise: bool) -> float:
+    """µs per call of our kernel (default config) for shape `key`, weights from HBM (bench_fused_moe's timing)."""
+    from kernels.bench.bench_fused_moe import PlainProblem, graph_us, our_scales
+    from kernels.fused_moe_fp8 import fused_moe_fp8
+    from kernels.moe_harness import rotations
+    from kernels.shapes import shape_by_key
+
+    s = shape_by_key(key)
+    problem = PlainProblem(s)
+    scales = our_scales(problem)
+    batch = problem.inputs(m, rotations(s, m))
+    act = "silu" if s.model.gated else "relu2"
+
+    def run() -> None:
+        for x, w, ids in batch:
+            fused_moe_fp8(x, problem.w1, problem.w2, w, ids, **scales, activation=act)
+
+    with fp8_accumulation(precise):
+        return graph_us(run, calls=len(batch))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m kernels.device.diag_block_dynamic")
     p.add_argument("--out", type=Path, default=None, help="also write diag_block_dynamic.json there")
+    p.add_argument("--timings", action="store_true", help="also time default vs precise accumulation (v1)")
     ns = p.parse_args(argv)
     rows = []
-    # the failing case gets the full grid; the passing neighbours only what tells them apart
-    cases = [
-        (m, k, "block", False, precise, split_one)
-        for m in (1, 64)
-        for k in (8, 1)
-        for precise in (False, True)
-        for split_one in (False, True)
-    ]
-    cases += [
-        (m, 8, scales, static, precise, False)
-        for m in (1, 64)
-        for scales, static in (("block", True), ("tensor", False))
-        for precise in (False, True)
-    ]
-    print(f"{'M':>3} {'k':>2} {'scales':>7} {'act':>7} {'acc':>8} {'split':>7}  rel err (tolerance 0.01)")
-    for m, top_k, scales, static, precise, split_one in cases:
-        err = measure(m, top_k, scales, static, precise, split_one)
-        rows.append(dict(m=m, top_k=top_k, scales=scales, static=static, precise=precise, split_one=split_one,
-                         rel_err=err))  # fmt: skip
-        print(f"{m:>3} {top_k:>2} {scales:>7} {'static' if static else 'dynamic':>7} "
-              f"{'precise' if precise else 'default':>8} {'1' if split_one else 'default':>7}  "
+    # v1 (2026-11-30, kernels/bench/results/logs/2026-11-30b/diag_v1.log): precise accumulation, split-K 1 and
+    # top-1 change nothing; static block and dynamic per-tensor pass. v2 splits the GEMMs and the pipeline apart.
+    print(f"{'M':>3} {'k':>2} {'x scale':>8} {'act scale':>9} {'config':>12}  rel err (tolerance 0.01)")
+    cases: list[tuple[int, bool, bool, dict]] = []
+    for m in (1, 64):
+        cases += [(m, xs, acts, {}) for xs, acts in ((False, False), (True, False), (False, True), (True, True))]
+        cases += [(m, False, False, {"num_stages": st}) for st in (1, 2, 4)]
+        cases += [(m, False, False, {"num_warps": 8})]
+    for m, xs, acts, changes in cases:
+        err = measure(m, 8, "block", (xs, acts), **changes)
+        label = ",".join(f"{k}={v}" for k, v in changes.items()) or "default"
+        rows.append(dict(m=m, top_k=8, x_static=xs, act_static=acts, config=label, rel_err=err))
+        print(f"{m:>3} {8:>2} {'static' if xs else 'dynamic':>8} {'static' if acts else 'dynamic':>9} {label:>12}  "
               f"{err:.4f}{'  FAIL' if err >= 0.01 else ''}", flush=True)  # fmt: skip
+    if torch.cuda.is_available():
+        err = interpreted(1, 8)
+        rows.append(dict(m=1, top_k=8, x_static=False, act_static=False, config="interpreter", rel_err=err))
+        print(f"  1  8  dynamic   dynamic  interpreter  {err:.4f}  (same GPU-generated data, Triton interpreter)")
+    # what precise accumulation would cost: block-dynamic DeepSeek-V3 and static per-tensor Qwen3
+    timings = []
+    if ns.timings and torch.cuda.is_available():
+        print(f"{'shape':>22} {'M':>3}  default µs  precise µs  precise/default")
+        for key in ("deepseek-v3:tp8", "qwen3-30b-a3b:tp1"):
+            for m in (1, 4, 16, 64):
+                d, p = time_us(key, m, False), time_us(key, m, True)
+                timings.append(dict(shape=key, m=m, default_us=d, precise_us=p))
+                print(f"{key:>22} {m:>3}  {d:10.2f}  {p:10.2f}  {p / d:15.3f}", flush=True)
     if ns.out:
         ns.out.mkdir(parents=True, exist_ok=True)
-        (ns.out / "diag_block_dynamic.json").write_text(json.dumps(rows, indent=1))
+        (ns.out / "diag_block_dynamic.json").write_text(json.dumps({"errors": rows, "timings": timings}, indent=1))
     return 0
 
 

@@ -24,8 +24,8 @@ from kernels import fused_moe_fp8_aot as A
 assert triton.__version__ == "3.6.0", triton.__version__
 if len(sys.argv) > 1:  # the control: a kernel the compiler must refuse
     import triton.language as tl
-    from kernels import fused_moe_fp8_kernels as K
-    K.FP8_MAX = 448.0  # a plain float global: the interpreter accepts it, the compiler does not
+    from kernels import fp8_quant as Q
+    Q.FP8_MAX = 448.0  # a plain float global: the interpreter accepts it, the compiler does not
 print(json.dumps(A.compile_all()))
 """
 
@@ -84,3 +84,31 @@ def test_the_block_dynamic_diagnostic_really_switches_fp8_accumulation(tmp_path)
     seen = json.loads(proc.stdout.strip().splitlines()[-1])
     assert seen["False"] == [[str(2**30)], [str(2**30)]]  # Triton 3.6's sm_90 default, before and after
     assert seen["True"] == [[]]  # precise: no imprecise-accumulation attribute on the dots
+
+
+DIVISION_SCRIPT = """
+import json, re
+from triton.runtime.driver import driver
+from kernels import fused_moe_fp8_aot as A
+from kernels.aot import Sm90Driver
+driver.set_active(Sm90Driver())
+found = {}
+for name in ("qwen3-m1-pair-tensor-dynamic", "dsv3-m1-pair-block-dynamic", "qwen3-m64-scan-tensor-dynamic"):
+    case = next(c for c in A.CASES if c[0] == name)
+    kernel, grid, args, kwargs = A.launches(case)[1]  # GEMM2: quantises act, no SiLU (whose `/` may be fast)
+    ptx = kernel.warmup(*args, grid=grid, **kwargs).asm["ptx"]
+    found[name] = sorted(set(re.findall(r"\\b(div\\.[a-z0-9.]+)", ptx)))
+print(json.dumps(found))
+"""
+
+
+def test_dynamic_quantisation_divides_correctly_rounded_on_sm90(tmp_path):
+    """Triton's fp32 `/` is approximate on the GPU; our dynamic fp8 scales and codes must use div.rn
+    (kernels/fp8_quant.py says what an approximate division did to the DeepSeek-V3 block-dynamic cases)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRITON_")}
+    env.update(PYTHONPATH=f"{TRITON36}{os.pathsep}{ROOT}", TRITON_CACHE_DIR=str(tmp_path), CUDA_VISIBLE_DEVICES="")
+    proc = subprocess.run([sys.executable, "-c", DIVISION_SCRIPT], env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    for name, divisions in json.loads(proc.stdout.strip().splitlines()[-1]).items():
+        assert divisions and all(d.startswith("div.rn.") for d in divisions), f"{name}: {divisions}"
