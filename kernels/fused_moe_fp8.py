@@ -56,12 +56,14 @@ class MoEKernelConfig:
     split_k2: int = 1  # GEMM2 K splits (PAIR mode only)
     num_warps: int = 4
     num_stages: int = 3
+    # programmatic dependent launch of GEMM2 (+ W2 prefetch in PAIR mode) and the sum; GPU only (see the kernels)
+    pdl: bool = True
 
     def label(self) -> str:
         mode = "pair" if self.pair_mode else "scan"
         return (
             f"{mode}/n1={self.block_n1}/n2={self.block_n2}/k={self.block_k}/s1={self.split_k}/s2={self.split_k2}"
-            f"/w={self.num_warps}/st={self.num_stages}"
+            f"/w={self.num_warps}/st={self.num_stages}{'' if self.pdl else '/nopdl'}"
         )
 
 
@@ -286,8 +288,10 @@ def fused_moe_fp8(
     dummy = weights  # any float32 tensor where a static scale is absent
     a13 = a13_scale if a13_scale is not None else dummy
     a2 = a2_scale if a2_scale is not None else dummy
+    # PDL needs the GPU's griddepcontrol; the CPU interpreter (cpu tensors) runs the plain launches
+    pdl = cfg.pdl and dev.type != "cpu"
     common = dict(W_SCALE=mode1, GROUP=group, PAIR_MODE=cfg.pair_mode, AMAX_BLOCK=AMAX_BLOCK, BLOCK_M=BLOCK_M,
-                  BLOCK_K=cfg.block_k, num_warps=cfg.num_warps, num_stages=cfg.num_stages)  # fmt: skip
+                  BLOCK_K=cfg.block_k, num_warps=cfg.num_warps, num_stages=cfg.num_stages, PDL=pdl)  # fmt: skip
 
     K.moe_gemm1_kernel[(rows1, tiles1, split1[1])](
         hidden, w13, s13, a13, ids, pair_list, count, partials, c1, act,
@@ -301,10 +305,12 @@ def fused_moe_fp8(
         act, w2, s2, a2, ids, weights, pair_list, count, scratch, c2, out,
         num_pairs, h, inter, split2[0], w2.stride(0), w2.stride(1), s2.stride(0), s2.stride(1), s2.stride(2),
         out.stride(0),
-        TOPK=top_k, A_STATIC=a2_scale is not None, SPLIT=split2[1], BLOCK_N=cfg.block_n2, **common,
+        TOPK=top_k, A_STATIC=a2_scale is not None, SPLIT=split2[1], BLOCK_N=cfg.block_n2, launch_pdl=pdl, **common,
     )  # fmt: skip
     if not cfg.pair_mode:
-        K.moe_sum_kernel[(t, triton.cdiv(h, 512))](scratch, out, h, out.stride(0), TOPK=top_k, BLOCK_N=512)
+        K.moe_sum_kernel[(t, triton.cdiv(h, 512))](
+            scratch, out, h, out.stride(0), TOPK=top_k, BLOCK_N=512, PDL=pdl, launch_pdl=pdl
+        )
     return out
 
 

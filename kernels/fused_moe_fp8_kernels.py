@@ -18,6 +18,13 @@ serves every call, including CUDA-graph replays, with no memset launch. Why not 
 prologue (the previous design): every GEMM2 program re-read all S partial rows and recomputed SiLU,
 ~31 MB of L2 traffic at M = 1 on Qwen3-30B-A3B, more than W2's 12.6 MB of weights.
 
+Programmatic dependent launch (PDL, constexpr PDL; GPU only): GEMM2 (and SCAN mode's sum) is launched with
+`launch_pdl`, and its predecessor signals `gdc_launch_dependents` as soon as each of its programs starts, so
+GEMM2's programs are resident while GEMM1 still streams W13. Before `gdc_wait` (which returns once GEMM1 has
+finished and its writes are visible) a PAIR-mode GEMM2 program only reads the routing (written before GEMM1)
+and issues L2 prefetches of its own W2 slice, so at decode the launch gap and the start of W2's stream overlap
+GEMM1's tail instead of following it. Nothing GEMM1 writes is read before the wait.
+
 Every GEMM is "swap-AB": the weight tile (BLOCK_N rows of the expert, BLOCK_K) is the left operand
 and the few token rows (BLOCK_M = 16, mostly masked at M = 1) the right one, so the accumulator is
 (BLOCK_N, BLOCK_M) and a BLOCK_N ≥ 64 tile fits Hopper's 64-row wgmma.
@@ -27,6 +34,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from kernels.fp8_quant import dynamic_scale, quantize
 from kernels.moe_routing import expert_pair_list
@@ -141,6 +149,14 @@ def _expert_gemm(
 
 
 @triton.jit
+def _prefetch_l2(ptrs):
+    """Fire-and-forget prefetch of the lines at `ptrs` into L2 (PTX `prefetch`; no register result is used)."""
+    tl.inline_asm_elementwise(
+        "mov.u32 $0, 0; prefetch.global.L2 [$1];", "=r,l", [ptrs], dtype=tl.int32, is_pure=False, pack=1
+    )
+
+
+@triton.jit
 def _activation(g, u, GATED: tl.constexpr):
     if GATED:
         return g / (1.0 + tl.exp(-g)) * u
@@ -210,9 +226,12 @@ def moe_gemm1_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    PDL: tl.constexpr,
 ):
     """Grid (P or E, ceil(I / BLOCK_N), SPLIT): program (row, n, s) computes gate and up rows
     [n·BLOCK_N, +BLOCK_N) over K range s for one pair (PAIR mode) or all pairs of expert `row`."""
+    if PDL:
+        gdc_launch_dependents()  # GEMM2 may launch once every GEMM1 program has started
     pid_r = tl.program_id(0)
     pid_n = tl.program_id(1)
     pid_k = tl.program_id(2)
@@ -300,6 +319,7 @@ def moe_gemm2_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    PDL: tl.constexpr,
 ):
     """PAIR mode: grid (P, ceil(H / BLOCK_N), SPLIT), program (p, n, s) = pair p's hidden rows
     [n·BLOCK_N, +BLOCK_N) over K range s; the last of the token's k·SPLIT programs writes out.
@@ -311,14 +331,19 @@ def moe_gemm2_kernel(
     idx = tl.arange(0, BLOCK_M)
     if PAIR_MODE:
         pid_k = tl.program_id(2)
-        expert = tl.load(ids_ptr + pid_r).to(tl.int64)
+        expert = tl.load(ids_ptr + pid_r).to(tl.int64)  # routing: written before GEMM1, safe before the wait
+        k_begin = pid_k * k_per_split
+        if PDL:
+            w_rows = w_ptr + expert * stride_we + offs_n.to(tl.int64) * stride_wn
+            for k0 in range(k_begin, tl.minimum(k_begin + k_per_split, inter), BLOCK_K):
+                _prefetch_l2(tl.where(n_mask, w_rows + k0, w_rows - offs_n * stride_wn))  # 1 line per row
+            gdc_wait()  # GEMM1 done, `act` visible
         rmask = idx < 1
         rows = tl.where(rmask, pid_r, 0)
         a_s = _row_scales(
             act_ptr, rows, rmask, pid_r, inter, inter, a_scale_ptr, A_STATIC, W_SCALE, True, BLOCK_M, BLOCK_K,
             AMAX_BLOCK,
         )  # fmt: skip
-        k_begin = pid_k * k_per_split
         acc, _ = _expert_gemm(
             act_ptr, rows, rmask, inter, inter, a_s, w_ptr + expert * stride_we, offs_n, n_mask, 0, stride_wn,
             ws_ptr + expert * stride_se, stride_sn, stride_sk, k_begin, tl.minimum(k_begin + k_per_split, inter),
@@ -339,6 +364,9 @@ def moe_gemm2_kernel(
                         total += tl.load(src, mask=n_mask, other=0.0, cache_modifier=".cg")
                 tl.store(dst, total.to(out_ptr.dtype.element_ty), mask=n_mask)
     else:
+        if PDL:
+            gdc_launch_dependents()  # moe_sum_kernel may launch
+            gdc_wait()  # GEMM1's pair lists, counts and `act` visible
         expert = pid_r.to(tl.int64)
         n_rows = tl.load(count_ptr + pid_r)
         for c in range(0, n_rows, BLOCK_M):
@@ -366,8 +394,11 @@ def moe_sum_kernel(
     stride_ot,
     TOPK: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    PDL: tl.constexpr,
 ):
     """Grid (T, ceil(H / BLOCK_N)): out[t] = Σ_j pair[t·k + j] (SCAN mode only)."""
+    if PDL:
+        gdc_wait()  # GEMM2's rows visible
     t = tl.program_id(0).to(tl.int64)
     offs = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     m = offs < H

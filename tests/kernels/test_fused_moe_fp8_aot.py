@@ -112,3 +112,38 @@ def test_dynamic_quantisation_divides_correctly_rounded_on_sm90(tmp_path):
     assert proc.returncode == 0, proc.stderr[-4000:]
     for name, divisions in json.loads(proc.stdout.strip().splitlines()[-1]).items():
         assert divisions and all(d.startswith("div.rn.") for d in divisions), f"{name}: {divisions}"
+
+
+PDL_SCRIPT = """
+import json
+from triton.runtime.driver import driver
+from kernels import fused_moe_fp8_aot as A
+from kernels.fused_moe_fp8 import MoEKernelConfig
+from kernels.aot import Sm90Driver
+driver.set_active(Sm90Driver())
+case = next(c for c in A.CASES if c[0] == "qwen3-m1-pair-tensor-dynamic")
+found = {}
+for pdl in (True, False):
+    cfg = MoEKernelConfig(pair_mode=True, block_n1=32, block_n2=32, split_k=4, split_k2=2, pdl=pdl)
+    for name, (kernel, grid, args, kwargs) in zip(("gemm1", "gemm2"), A.launches(case, cfg), strict=True):
+        ptx = kernel.warmup(*args, grid=grid, **kwargs).asm["ptx"]
+        marks = ("griddepcontrol.launch_dependents", "prefetch.global.L2", "griddepcontrol.wait")
+        found[f"{name}/{pdl}"] = dict(launch_pdl=bool(kwargs.get("launch_pdl")), at={m: ptx.find(m) for m in marks})
+print(json.dumps(found))
+"""
+
+
+def test_gemm2_prefetches_then_waits_under_pdl_and_not_without(tmp_path):
+    """PDL (kernels/fused_moe_fp8_kernels.py): GEMM1 lets GEMM2 launch early; GEMM2 is launched with launch_pdl,
+    prefetches its W2 slice, and waits for GEMM1 before anything else; pdl=False compiles none of it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRITON_")}
+    env.update(PYTHONPATH=f"{TRITON36}{os.pathsep}{ROOT}", TRITON_CACHE_DIR=str(tmp_path), CUDA_VISIBLE_DEVICES="")
+    proc = subprocess.run([sys.executable, "-c", PDL_SCRIPT], env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    g1, g2 = found["gemm1/True"], found["gemm2/True"]
+    assert g1["at"]["griddepcontrol.launch_dependents"] >= 0 and not g1["launch_pdl"]
+    assert g2["launch_pdl"] and 0 <= g2["at"]["prefetch.global.L2"] < g2["at"]["griddepcontrol.wait"]
+    for name in ("gemm1/False", "gemm2/False"):
+        assert not found[name]["launch_pdl"] and set(found[name]["at"].values()) == {-1}, found[name]
