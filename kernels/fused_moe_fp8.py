@@ -29,9 +29,13 @@ from kernels.moe_routing import expected_distinct_experts, use_pair_mode
 
 FP8_DTYPE = torch.float8_e4m3fn
 FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
-# Tokens per expert handled per dot. 16 is the smallest row count of a Triton fp8 dot; decode puts
-# 1-16 tokens on an expert, so larger blocks only add masked rows.
+# Tokens per expert handled per dot in PAIR mode (one valid row): 16 is the smallest row count of a Triton
+# fp8 dot. SCAN mode picks 16-64 from the expected pairs per expert (`scan_block_m`).
 BLOCK_M = 16
+# SCAN mode: a program walks its expert's pairs in chunks of block_m rows and re-streams its weight tile for
+# every chunk, so block_m should cover the busiest expert in one chunk; 64 keeps the two (BLOCK_N, block_m)
+# fp32 accumulators of GEMM1 in registers.
+MAX_SCAN_BLOCK_M = 64
 # Pairs scanned per step when a SCAN-mode program collects its expert's pairs (≤ 2048 pairs at M=256).
 SCAN_BLOCK = 1024
 # Width of the 1-D loads of the dynamic-scale amax pass in PAIR mode (one row: 8 floats per thread).
@@ -58,9 +62,10 @@ class MoEKernelConfig:
     num_stages: int = 3
     # programmatic dependent launch of GEMM2 (+ W2 prefetch in PAIR mode) and the sum; GPU only (see the kernels)
     pdl: bool = True
+    block_m: int = BLOCK_M  # token rows per dot (SCAN mode; PAIR mode always uses BLOCK_M)
 
     def label(self) -> str:
-        mode = "pair" if self.pair_mode else "scan"
+        mode = "pair" if self.pair_mode else f"scan/m={self.block_m}"
         return (
             f"{mode}/n1={self.block_n1}/n2={self.block_n2}/k={self.block_k}/s1={self.split_k}/s2={self.split_k2}"
             f"/w={self.num_warps}/st={self.num_stages}{'' if self.pdl else '/nopdl'}"
@@ -77,6 +82,13 @@ def _split_for(base_programs: int, k: int, block_k: int, target: int) -> int:
     """K splits that bring base_programs up to ~target, each split ≥ 2 K steps where K allows."""
     k_steps = triton.cdiv(k, block_k)
     return max(1, min(MAX_SPLIT_K, math.ceil(target / max(base_programs, 1)), k_steps // 2))
+
+
+def scan_block_m(num_tokens: int, num_experts: int, top_k: int) -> int:
+    """Rows per SCAN-mode chunk: 1.5 × the mean pairs per hit expert (headroom for the busier ones), as a
+    power of two in [BLOCK_M, MAX_SCAN_BLOCK_M]."""
+    per_expert = num_tokens * top_k / max(expected_distinct_experts(num_tokens, num_experts, top_k), 1.0)
+    return max(BLOCK_M, min(MAX_SCAN_BLOCK_M, triton.next_power_of_2(math.ceil(1.5 * per_expert))))
 
 
 def default_config(
@@ -102,7 +114,10 @@ def default_config(
             if rows * triton.cdiv(hidden, bn) >= target:
                 block_n2 = bn
                 break
-        return MoEKernelConfig(pair_mode=False, block_n1=block_n1, block_n2=block_n2, block_k=block_k, split_k=split)
+        return MoEKernelConfig(
+            pair_mode=False, block_n1=block_n1, block_n2=block_n2, block_k=block_k, split_k=split,
+            block_m=scan_block_m(num_tokens, num_experts, top_k),
+        )  # fmt: skip
     pairs = num_tokens * top_k
     block_n2 = 16
     for bn in (128, 64, 32):
@@ -148,6 +163,8 @@ def candidate_configs(
     else:
         for bn2 in (32, 64, 128):
             add(block_n2=bn2)
+        add(block_m=max(BLOCK_M, base.block_m // 2))
+        add(block_m=min(MAX_SCAN_BLOCK_M, base.block_m * 2))
     add(num_warps=8)
     add(num_stages=4)
     return out
@@ -255,6 +272,8 @@ def fused_moe_fp8(
         raise ValueError(f"tiles must be multiples of 16 with block_k ≥ 32 (fp8 dot), got {cfg}")
     if not 1 <= cfg.split_k <= MAX_SPLIT_K or not 1 <= cfg.split_k2 <= MAX_SPLIT_K:
         raise ValueError(f"split_k and split_k2 must be in 1..{MAX_SPLIT_K}, got {cfg}")
+    if cfg.block_m not in (16, 32, 64) or (cfg.pair_mode and cfg.block_m != BLOCK_M):
+        raise ValueError(f"block_m must be 16, 32 or 64 (16 in PAIR mode), got {cfg}")
     if not cfg.pair_mode and cfg.split_k2 != 1:
         raise ValueError(f"split_k2 > 1 needs pair_mode=True (SCAN mode's GEMM2 does not split K), got {cfg}")
 
@@ -290,7 +309,7 @@ def fused_moe_fp8(
     a2 = a2_scale if a2_scale is not None else dummy
     # PDL needs the GPU's griddepcontrol; the CPU interpreter (cpu tensors) runs the plain launches
     pdl = cfg.pdl and dev.type != "cpu"
-    common = dict(W_SCALE=mode1, GROUP=group, PAIR_MODE=cfg.pair_mode, AMAX_BLOCK=AMAX_BLOCK, BLOCK_M=BLOCK_M,
+    common = dict(W_SCALE=mode1, GROUP=group, PAIR_MODE=cfg.pair_mode, AMAX_BLOCK=AMAX_BLOCK, BLOCK_M=cfg.block_m,
                   BLOCK_K=cfg.block_k, num_warps=cfg.num_warps, num_stages=cfg.num_stages, PDL=pdl)  # fmt: skip
 
     K.moe_gemm1_kernel[(rows1, tiles1, split1[1])](

@@ -3,6 +3,9 @@
 Per shape and M = 1..256, one CSV row (kernels/bench/results/h200_fused_moe.csv):
   ours_us      fused_moe_fp8 with its default heuristic config,
   ours_best_us best of a few alternative configs at M ≤ 4 (what tuning could add; config in best_cfg),
+  ours_nopdl_us the default config without programmatic dependent launch (what PDL + W2 prefetch add),
+  ours_bm16_us SCAN mode only, where the default block_m is wider: the default config with block_m 16
+               (the 2026-11-30 kernel's row blocks: what the wider blocks add),
   vllm_us      vLLM's fused_experts with this project's tuned configs (VLLM_TUNED_CONFIG_FOLDER=kernels/configs
                when it holds files), empty when vLLM is not importable,
   baseline_us  torch._scaled_grouped_mm (CUTLASS) doing the same expert work (routing sort excluded),
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import datetime as dt
 import os
 import sys
@@ -37,7 +41,8 @@ SHAPES = (
 )
 BENCH_M = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 COLUMNS = (
-    "shape", "M", "ours_us", "ours_best_us", "vllm_us", "baseline_us", "roofline_us", "speedup_vs_vllm",
+    "shape", "M", "ours_us", "ours_best_us", "ours_nopdl_us", "ours_bm16_us", "vllm_us", "baseline_us", "roofline_us",
+    "speedup_vs_vllm",
     "pct_floor_ours", "pct_floor_vllm", "mode", "best_cfg", "rel_err_vs_vllm", "distinct_experts", "hbm_read_gbs",
     "gpu", "torch", "triton", "vllm", "timestamp",
 )  # fmt: skip
@@ -178,7 +183,17 @@ def bench_shape(key: str, ms: tuple[int, ...], bw: float, have_vllm: bool, sweep
                 if us < best:
                     best, best_cfg = us, f"split{cfg.split_k}/n1={cfg.block_n1}/n2={cfg.block_n2}"
         row["ours_best_us"], row["best_cfg"] = best, best_cfg
-        row["mode"] = "pair" if default_config(m, s.e, s.topk, s.h, s.n).pair_mode else "scan"
+        base = default_config(m, s.e, s.topk, s.h, s.n, block_k=s.block_shape[1] if s.block_shape else 128)
+        row["mode"] = "pair" if base.pair_mode else f"scan/m={base.block_m}"
+        for col, changes, wanted in (
+            ("ours_nopdl_us", {"pdl": False}, True),
+            ("ours_bm16_us", {"block_m": 16}, base.block_m != 16),
+        ):
+            if wanted:
+                try:
+                    row[col] = ours(dataclasses.replace(base, **changes))
+                except Exception as exc:
+                    print(f"[{key} M={m}] {col} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         if have_vllm:
             try:
                 row["vllm_us"] = moe_harness.GraphTimer(problem, m).measure(None)
@@ -202,6 +217,7 @@ def bench_shape(key: str, ms: tuple[int, ...], bw: float, have_vllm: bool, sweep
             row["speedup_vs_vllm"] = round(row["vllm_us"] / row["ours_us"], 3)
         print(
             f"{key:28s} M={m:4d} ours={row['ours_us']:8.2f} best={best:8.2f}"
+            f" nopdl={row.get('ours_nopdl_us', float('nan')):8.2f} bm16={row.get('ours_bm16_us', float('nan')):8.2f}"
             f" vllm={row.get('vllm_us', float('nan')):8.2f}"
             f" cutlass={row.get('baseline_us', float('nan')):8.2f} floor={row['roofline_us']:7.2f} us",
             flush=True,
@@ -212,8 +228,8 @@ def bench_shape(key: str, ms: tuple[int, ...], bw: float, have_vllm: bool, sweep
 
 def markdown(rows: list[dict]) -> str:
     lines = [
-        "| shape | M | ours µs | vLLM tuned µs | CUTLASS µs | floor µs | ours / vLLM | ours % floor |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| shape | M | ours µs | no PDL µs | vLLM tuned µs | CUTLASS µs | floor µs | ours / vLLM | ours % floor |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
 
     def f(r: dict, k: str) -> str:
@@ -222,7 +238,8 @@ def markdown(rows: list[dict]) -> str:
 
     for r in rows:
         lines.append(
-            f"| {r['shape']} | {r['M']} | {f(r, 'ours_us')} | {f(r, 'vllm_us')} | {f(r, 'baseline_us')} "
+            f"| {r['shape']} | {r['M']} | {f(r, 'ours_us')} | {f(r, 'ours_nopdl_us')} | {f(r, 'vllm_us')} "
+            f"| {f(r, 'baseline_us')} "
             f"| {f(r, 'roofline_us')} "
             f"| {r.get('speedup_vs_vllm', '')} | {r.get('pct_floor_ours', '')} |"
         )

@@ -142,11 +142,30 @@ def test_counters_needed_while_capturing_a_graph_are_private_to_it(monkeypatch):
     assert int(F._COUNTERS[args[0].device].count_nonzero()) == 0
 
 
-def test_all_tokens_on_one_expert_walks_several_row_blocks():
-    # 20 tokens × top-1 on expert 3: SCAN mode loops over two BLOCK_M=16 chunks; other experts empty
-    ids = torch.full((20, 1), 3, dtype=torch.int32)
-    args, kw = make_problem(20, 4, 1, 64, 32, scales="tensor", ids=ids)
-    check(args, kw, SCAN)
+@pytest.mark.parametrize("block_m", [16, 32, 64])
+def test_all_tokens_on_one_expert_walks_several_row_blocks(block_m):
+    # 70 tokens × top-1 on expert 3: SCAN mode loops over 5 / 3 / 2 chunks of block_m rows (the last one
+    # partial); the other experts are empty
+    ids = torch.full((70, 1), 3, dtype=torch.int32)
+    args, kw = make_problem(70, 4, 1, 64, 32, scales="tensor", ids=ids)
+    check(args, kw, MoEKernelConfig(**{**SCAN.__dict__, "block_m": block_m}))
+
+
+@pytest.mark.parametrize(
+    "scales,static", [("block", False), ("channel", False), ("tensor", True)], ids=["block-dyn", "channel-dyn", "st"]
+)
+def test_scan_mode_with_wide_row_blocks(scales, static):
+    # block_m 32: dynamic per-row scales over 32-row tiles, a mix of busy and empty experts
+    args, kw = make_problem(24, 8, 2, 256, 128, scales=scales, static=static, seed=5)
+    check(args, kw, MoEKernelConfig(pair_mode=False, block_n1=32, block_n2=32, split_k=2, block_m=32))
+
+
+def test_scan_block_m_follows_the_pairs_per_expert():
+    assert F.scan_block_m(64, 128, 8) == 16  # 4 pairs per expert
+    assert F.scan_block_m(256, 128, 8) == 32  # 16 per expert, ×1.5 headroom
+    assert F.scan_block_m(256, 8, 2) == 64  # Mixtral: 64 per expert, capped
+    with pytest.raises(ValueError, match="block_m must be 16, 32 or 64"):
+        check(*make_problem(2, 8, 2, 64, 32, scales="tensor"), MoEKernelConfig(pair_mode=True, block_m=32))
 
 
 def test_default_config_runs_end_to_end():
