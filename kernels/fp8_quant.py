@@ -7,7 +7,7 @@ and one ulp below the tie rounds the other way. Seen on the H200 (2026-11-30,
 kernels/device/diag_quant_step.py): 8-12 of 16 per-row scales and up to 7 of 2048 fp8 codes per tile differed
 from PyTorch's, enough for the DeepSeek-V3 block-dynamic cases to miss their tolerance (rel err 0.013-0.016
 against 0.01). The CPU interpreter divides exactly, which is why only the GPU saw it. Correctly rounded
-division costs a few extra instructions per element on data already in registers.
+division per element is slow on the GPU (a subroutine call), hence `quantize`'s reciprocal + correction.
 """
 
 from __future__ import annotations
@@ -28,6 +28,17 @@ def dynamic_scale(amax):
 
 @triton.jit
 def quantize(x, scale):
-    """clamp(x / scale, ±448) rounded to nearest even float8_e4m3fn; `scale` broadcasts against float32 `x`."""
-    q = tl.div_rn(x, tl.broadcast_to(scale, x.shape))
+    """clamp(x / scale, ±448) rounded to nearest even float8_e4m3fn; `scale` broadcasts against float32 `x`.
+
+    x / scale correctly rounded without a division per element (div.rn per element made the kernels 2-3×
+    slower on the H200, 2026-11-30): one correctly rounded reciprocal per scale, then Markstein's correction
+    q = q0 + (x − q0·scale)·inv with q0 = x·inv, both steps fused multiply-adds (the residual is exact).
+    Checked bit for bit against x / scale in float64 on 25.6 M bf16 values with per-row amax/448 scales
+    (0 differences; x·inv alone: 12,616 different fp8 codes) and on the GPU (kernels/device/diag_quant_step.py).
+    """
+    inv = tl.div_rn(scale * 0.0 + 1.0, scale)
+    s_b = tl.broadcast_to(scale, x.shape)
+    inv_b = tl.broadcast_to(inv, x.shape)
+    q0 = x * inv_b
+    q = tl.fma(tl.fma(-q0, s_b, x), inv_b, q0)
     return tl.clamp(q, -FP8_MAX, FP8_MAX).to(tl.float8e4nv)

@@ -60,7 +60,7 @@ def main() -> int:
         err = float((d.double() - dot_ref).norm() / dot_ref.norm())
         worst = float((d.double() - dot_ref).abs().max() / dot_ref.abs().max())
         name = str(dtype).split(".")[-1]
-        print(f"{'div_rn' if exact else '/':>8} {name:>8} {trial:>5}  {int((s != ref_s).sum()):>7}  "
+        print(f"{'ours' if exact else '/':>8} {name:>8} {trial:>5}  {int((s != ref_s).sum()):>7}  "
               f"{int(wrong.sum()):>6}  {err:11.2e}  {worst:.2e}")  # fmt: skip
         for r, c in wrong.nonzero()[:4].tolist():
             print(f"      x={float(x[r, c]):.6g} x/s={float(x[r, c].double() / ref_s[r].double()):.6g} "
