@@ -30,12 +30,11 @@ from kernels.moe_routing import expected_distinct_experts, use_pair_mode
 FP8_DTYPE = torch.float8_e4m3fn
 FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 # Tokens per expert handled per dot in PAIR mode (one valid row): 16 is the smallest row count of a Triton
-# fp8 dot. SCAN mode picks 16-64 from the expected pairs per expert (`scan_block_m`).
+# fp8 dot. SCAN mode picks 16 or 32 from the expected pairs per expert (`scan_block_m`).
 BLOCK_M = 16
 # SCAN mode: a program walks its expert's pairs in chunks of block_m rows and re-streams its weight tile for
-# every chunk, so block_m should cover the busiest expert in one chunk; 64 keeps the two (BLOCK_N, block_m)
-# fp32 accumulators of GEMM1 in registers.
-MAX_SCAN_BLOCK_M = 64
+# every chunk (see `scan_block_m` for what the H200 showed).
+MAX_SCAN_BLOCK_M = 32
 # Pairs scanned per step when a SCAN-mode program collects its expert's pairs (≤ 2048 pairs at M=256).
 SCAN_BLOCK = 1024
 # Width of the 1-D loads of the dynamic-scale amax pass in PAIR mode (one row: 8 floats per thread).
@@ -61,7 +60,7 @@ class MoEKernelConfig:
     num_warps: int = 4
     num_stages: int = 3
     # programmatic dependent launch of GEMM2 (+ W2 prefetch in PAIR mode) and the sum; GPU only (see the kernels)
-    pdl: bool = True
+    pdl: bool = False
     block_m: int = BLOCK_M  # token rows per dot (SCAN mode; PAIR mode always uses BLOCK_M)
 
     def label(self) -> str:
@@ -85,10 +84,13 @@ def _split_for(base_programs: int, k: int, block_k: int, target: int) -> int:
 
 
 def scan_block_m(num_tokens: int, num_experts: int, top_k: int) -> int:
-    """Rows per SCAN-mode chunk: 1.5 × the mean pairs per hit expert (headroom for the busier ones), as a
-    power of two in [BLOCK_M, MAX_SCAN_BLOCK_M]."""
+    """Rows per SCAN-mode chunk: 32 once the mean pairs per hit expert reaches 16, else 16.
+
+    H200, 2026-11-30 (kernels/bench/results/h200_fused_moe.csv, column ours_bm16_us): 32 rows made Mixtral at
+    M = 64 (16 pairs per expert) 1.26× faster and Qwen3 at M = 256 (16 per expert) no slower, but Nemotron at
+    M = 256 (12 per expert) 1.16× slower; 64 rows gained nothing on Mixtral at M = 128 and 256."""
     per_expert = num_tokens * top_k / max(expected_distinct_experts(num_tokens, num_experts, top_k), 1.0)
-    return max(BLOCK_M, min(MAX_SCAN_BLOCK_M, triton.next_power_of_2(math.ceil(1.5 * per_expert))))
+    return MAX_SCAN_BLOCK_M if per_expert >= 16 else BLOCK_M
 
 
 def default_config(
@@ -119,11 +121,10 @@ def default_config(
             block_m=scan_block_m(num_tokens, num_experts, top_k),
         )  # fmt: skip
     pairs = num_tokens * top_k
-    block_n2 = 16
-    for bn in (128, 64, 32):
-        if pairs * triton.cdiv(hidden, bn) >= (2 if bn == 128 else 1) * num_sms:
-            block_n2 = bn
-            break
+    # 128 rows per GEMM2 program, the split filling the SMs: 9 of the 12 fastest configs of the H200 sweep
+    # (M = 1..8 on Qwen3-30B-A3B, DeepSeek-V3 TP8, Llama-4-Maverick TP8, 2026-11-30) used 128, including at M = 1
+    # where fewer, split tiles had been the guess (Maverick 17.9 → 14.8 µs).
+    block_n2 = max(16, min(128, triton.next_power_of_2(hidden)))
     split2 = _split_for(pairs * triton.cdiv(hidden, block_n2), inter, block_k, target)
     return MoEKernelConfig(
         pair_mode=True, block_n1=block_n1, block_n2=block_n2, block_k=block_k, split_k=split, split_k2=split2
@@ -272,8 +273,8 @@ def fused_moe_fp8(
         raise ValueError(f"tiles must be multiples of 16 with block_k ≥ 32 (fp8 dot), got {cfg}")
     if not 1 <= cfg.split_k <= MAX_SPLIT_K or not 1 <= cfg.split_k2 <= MAX_SPLIT_K:
         raise ValueError(f"split_k and split_k2 must be in 1..{MAX_SPLIT_K}, got {cfg}")
-    if cfg.block_m not in (16, 32, 64) or (cfg.pair_mode and cfg.block_m != BLOCK_M):
-        raise ValueError(f"block_m must be 16, 32 or 64 (16 in PAIR mode), got {cfg}")
+    if cfg.block_m not in (BLOCK_M, MAX_SCAN_BLOCK_M) or (cfg.pair_mode and cfg.block_m != BLOCK_M):
+        raise ValueError(f"block_m must be 16 or 32 (16 in PAIR mode), got {cfg}")
     if not cfg.pair_mode and cfg.split_k2 != 1:
         raise ValueError(f"split_k2 > 1 needs pair_mode=True (SCAN mode's GEMM2 does not split K), got {cfg}")
 

@@ -3,7 +3,8 @@
 Per shape and M = 1..256, one CSV row (kernels/bench/results/h200_fused_moe.csv):
   ours_us      fused_moe_fp8 with its default heuristic config,
   ours_best_us best of a few alternative configs at M ≤ 4 (what tuning could add; config in best_cfg),
-  ours_nopdl_us the default config without programmatic dependent launch (what PDL + W2 prefetch add),
+  ours_pdl_us  the default config with programmatic dependent launch + W2 prefetch (off by default: slower
+               on the H200, 2026-11-30),
   ours_bm16_us SCAN mode only, where the default block_m is wider: the default config with block_m 16
                (the 2026-11-30 kernel's row blocks: what the wider blocks add),
   vllm_us      vLLM's fused_experts with this project's tuned configs (VLLM_TUNED_CONFIG_FOLDER=kernels/configs
@@ -41,7 +42,7 @@ SHAPES = (
 )
 BENCH_M = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 COLUMNS = (
-    "shape", "M", "ours_us", "ours_best_us", "ours_nopdl_us", "ours_bm16_us", "vllm_us", "baseline_us", "roofline_us",
+    "shape", "M", "ours_us", "ours_best_us", "ours_pdl_us", "ours_bm16_us", "vllm_us", "baseline_us", "roofline_us",
     "speedup_vs_vllm",
     "pct_floor_ours", "pct_floor_vllm", "mode", "best_cfg", "rel_err_vs_vllm", "distinct_experts", "hbm_read_gbs",
     "gpu", "torch", "triton", "vllm", "timestamp",
@@ -186,7 +187,7 @@ def bench_shape(key: str, ms: tuple[int, ...], bw: float, have_vllm: bool, sweep
         base = default_config(m, s.e, s.topk, s.h, s.n, block_k=s.block_shape[1] if s.block_shape else 128)
         row["mode"] = "pair" if base.pair_mode else f"scan/m={base.block_m}"
         for col, changes, wanted in (
-            ("ours_nopdl_us", {"pdl": False}, True),
+            ("ours_pdl_us", {"pdl": True}, True),
             ("ours_bm16_us", {"block_m": 16}, base.block_m != 16),
         ):
             if wanted:
@@ -217,7 +218,7 @@ def bench_shape(key: str, ms: tuple[int, ...], bw: float, have_vllm: bool, sweep
             row["speedup_vs_vllm"] = round(row["vllm_us"] / row["ours_us"], 3)
         print(
             f"{key:28s} M={m:4d} ours={row['ours_us']:8.2f} best={best:8.2f}"
-            f" nopdl={row.get('ours_nopdl_us', float('nan')):8.2f} bm16={row.get('ours_bm16_us', float('nan')):8.2f}"
+            f" pdl={row.get('ours_pdl_us', float('nan')):8.2f} bm16={row.get('ours_bm16_us', float('nan')):8.2f}"
             f" vllm={row.get('vllm_us', float('nan')):8.2f}"
             f" cutlass={row.get('baseline_us', float('nan')):8.2f} floor={row['roofline_us']:7.2f} us",
             flush=True,
@@ -228,7 +229,7 @@ def bench_shape(key: str, ms: tuple[int, ...], bw: float, have_vllm: bool, sweep
 
 def markdown(rows: list[dict]) -> str:
     lines = [
-        "| shape | M | ours µs | no PDL µs | vLLM tuned µs | CUTLASS µs | floor µs | ours / vLLM | ours % floor |",
+        "| shape | M | ours µs | with PDL µs | vLLM tuned µs | CUTLASS µs | floor µs | ours / vLLM | ours % floor |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
 
@@ -238,7 +239,7 @@ def markdown(rows: list[dict]) -> str:
 
     for r in rows:
         lines.append(
-            f"| {r['shape']} | {r['M']} | {f(r, 'ours_us')} | {f(r, 'ours_nopdl_us')} | {f(r, 'vllm_us')} "
+            f"| {r['shape']} | {r['M']} | {f(r, 'ours_us')} | {f(r, 'ours_pdl_us')} | {f(r, 'vllm_us')} "
             f"| {f(r, 'baseline_us')} "
             f"| {f(r, 'roofline_us')} "
             f"| {r.get('speedup_vs_vllm', '')} | {r.get('pct_floor_ours', '')} |"

@@ -142,9 +142,9 @@ def test_counters_needed_while_capturing_a_graph_are_private_to_it(monkeypatch):
     assert int(F._COUNTERS[args[0].device].count_nonzero()) == 0
 
 
-@pytest.mark.parametrize("block_m", [16, 32, 64])
+@pytest.mark.parametrize("block_m", [16, 32])
 def test_all_tokens_on_one_expert_walks_several_row_blocks(block_m):
-    # 70 tokens × top-1 on expert 3: SCAN mode loops over 5 / 3 / 2 chunks of block_m rows (the last one
+    # 70 tokens × top-1 on expert 3: SCAN mode loops over 5 / 3 chunks of block_m rows (the last one
     # partial); the other experts are empty
     ids = torch.full((70, 1), 3, dtype=torch.int32)
     args, kw = make_problem(70, 4, 1, 64, 32, scales="tensor", ids=ids)
@@ -162,9 +162,10 @@ def test_scan_mode_with_wide_row_blocks(scales, static):
 
 def test_scan_block_m_follows_the_pairs_per_expert():
     assert F.scan_block_m(64, 128, 8) == 16  # 4 pairs per expert
-    assert F.scan_block_m(256, 128, 8) == 32  # 16 per expert, ×1.5 headroom
-    assert F.scan_block_m(256, 8, 2) == 64  # Mixtral: 64 per expert, capped
-    with pytest.raises(ValueError, match="block_m must be 16, 32 or 64"):
+    assert F.scan_block_m(256, 128, 6) == 16  # Nemotron: 12 per expert
+    assert F.scan_block_m(256, 128, 8) == 32  # Qwen3: 16 per expert
+    assert F.scan_block_m(256, 8, 2) == 32  # Mixtral: 64 per expert, capped
+    with pytest.raises(ValueError, match="block_m must be 16 or 32"):
         check(*make_problem(2, 8, 2, 64, 32, scales="tensor"), MoEKernelConfig(pair_mode=True, block_m=32))
 
 
@@ -233,12 +234,15 @@ def _programs(cfg: MoEKernelConfig, m: int, e: int, k: int, h: int, inter: int) 
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES_M1))
-def test_default_config_at_m1_gives_every_sm_two_programs_with_wide_tiles(name):
+def test_default_config_at_m1_fills_the_sms_with_wide_tiles(name):
     e, k, h, inter = SHAPES_M1[name]
     cfg = default_config(1, e, k, h, inter, num_sms=132)
     g1, g2 = _programs(cfg, 1, e, k, h, inter)
     assert cfg.pair_mode
-    assert g1 >= 2 * 132 and g2 >= 2 * 132, (cfg, g1, g2)
+    # GEMM2 keeps 128-row tiles (the H200 sweep's winners) and may then stop short of 2 programs per SM, but
+    # only with its K split as deep as the rules allow (Maverick: 1 pair × 40 tiles × 4 splits)
+    deepest2 = min(F.MAX_SPLIT_K, max(1, triton.cdiv(inter, cfg.block_k) // 2))
+    assert g1 >= 2 * 132 and (g2 >= 2 * 132 or cfg.split_k2 == deepest2), (cfg, g1, g2)
     assert cfg.block_n1 >= 64 or k == 1, cfg  # 64×128 fp8 gate + up tiles = 16 KB per K step
 
 

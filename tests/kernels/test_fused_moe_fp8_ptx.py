@@ -47,7 +47,8 @@ if len(sys.argv) > 1:
 driver.set_active(Sm90Driver())
 CASE = {c[0]: c for c in A.CASES}
 runs = [  # (label, case, config): both fix-ups at 4 and 8 warps, and GEMM1's in SCAN mode
-    ("pair-w4", CASE["qwen3-m1-pair-tensor-static"], None),
+    ("pair-w4", CASE["qwen3-m1-pair-tensor-static"], F.MoEKernelConfig(pair_mode=True, split_k=5, split_k2=2,
+                                                                        block_n2=64)),  # 8 × 2 arrivals
     ("pair-w8", CASE["qwen3-m1-pair-tensor-dynamic"], F.MoEKernelConfig(pair_mode=True, split_k=4, split_k2=2,
                                                                          block_n2=64, num_warps=8)),
     ("scan-w4", CASE["qwen3-m64-scan-tensor-dynamic"], F.MoEKernelConfig(pair_mode=False, split_k=2)),
