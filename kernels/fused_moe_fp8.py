@@ -67,7 +67,7 @@ class MoEKernelConfig:
         mode = "pair" if self.pair_mode else f"scan/m={self.block_m}"
         return (
             f"{mode}/n1={self.block_n1}/n2={self.block_n2}/k={self.block_k}/s1={self.split_k}/s2={self.split_k2}"
-            f"/w={self.num_warps}/st={self.num_stages}{'' if self.pdl else '/nopdl'}"
+            f"/w={self.num_warps}/st={self.num_stages}{'/pdl' if self.pdl else ''}"
         )
 
 
