@@ -30,14 +30,28 @@ print(json.dumps(A.compile_all()))
 """
 
 
-def _compile(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
+def _env(tmp_path: Path) -> dict[str, str]:
+    """Triton 3.6 from build/ ahead of .venv's, the GPU hidden, a private cache; no TRITON_* from the caller."""
     if not (TRITON36 / "triton" / "__init__.py").exists():
         pytest.fail(f"Triton 3.6.0 is not installed at {TRITON36}; run `make triton-aot-env`")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRITON_")}
     env.update(PYTHONPATH=f"{TRITON36}{os.pathsep}{ROOT}", TRITON_CACHE_DIR=str(tmp_path), CUDA_VISIBLE_DEVICES="")
+    return env
+
+
+def _compile(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-c", SCRIPT, *extra], env=env, cwd=ROOT, capture_output=True, text=True, timeout=600
-    )
+        [sys.executable, "-c", SCRIPT, *extra], env=_env(tmp_path), cwd=ROOT, capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+
+
+def _script_json(tmp_path: Path, script: str) -> dict:
+    """Run `script` under `_env` and parse the JSON of its last output line."""
+    proc = subprocess.run([sys.executable, "-c", script], env=_env(tmp_path), cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def test_every_launch_compiles_for_sm90(tmp_path):
@@ -76,12 +90,7 @@ print(json.dumps(seen))
 def test_the_block_dynamic_diagnostic_really_switches_fp8_accumulation(tmp_path):
     """kernels/device/diag_block_dynamic.py compares Triton's default (imprecise) FP8 accumulation on sm_90
     with precise accumulation: the second compile must differ, and the default must come back after it."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRITON_")}
-    env.update(PYTHONPATH=f"{TRITON36}{os.pathsep}{ROOT}", TRITON_CACHE_DIR=str(tmp_path), CUDA_VISIBLE_DEVICES="")
-    proc = subprocess.run([sys.executable, "-c", PRECISE_SCRIPT], env=env, cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    seen = json.loads(proc.stdout.strip().splitlines()[-1])
+    seen = _script_json(tmp_path, PRECISE_SCRIPT)
     assert seen["False"] == [[str(2**30)], [str(2**30)]]  # Triton 3.6's sm_90 default, before and after
     assert seen["True"] == [[]]  # precise: no imprecise-accumulation attribute on the dots
 
@@ -105,12 +114,7 @@ print(json.dumps(found))
 def test_quantisation_uses_the_correction_step_not_a_division_subroutine_on_sm90(tmp_path):
     """kernels/fp8_quant.py: x / scale is an approximate reciprocal plus fused-multiply-add corrections (exact,
     tests/kernels/test_fp8_quant.py), never tl.div_rn (a subroutine per element: 2-3× slower kernels on the H200)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRITON_")}
-    env.update(PYTHONPATH=f"{TRITON36}{os.pathsep}{ROOT}", TRITON_CACHE_DIR=str(tmp_path), CUDA_VISIBLE_DEVICES="")
-    proc = subprocess.run([sys.executable, "-c", DIVISION_SCRIPT], env=env, cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    for name, seen in json.loads(proc.stdout.strip().splitlines()[-1]).items():
+    for name, seen in _script_json(tmp_path, DIVISION_SCRIPT).items():
         assert not any(d.startswith("div.rn.") for d in seen["div"]) and seen["fma"] > 0, f"{name}: {seen}"
 
 
@@ -136,12 +140,7 @@ print(json.dumps(found))
 def test_gemm2_prefetches_then_waits_under_pdl_and_not_without(tmp_path):
     """PDL (kernels/fused_moe_fp8_kernels.py): GEMM1 lets GEMM2 launch early; GEMM2 is launched with launch_pdl,
     prefetches its W2 slice, and waits for GEMM1 before anything else; pdl=False compiles none of it."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRITON_")}
-    env.update(PYTHONPATH=f"{TRITON36}{os.pathsep}{ROOT}", TRITON_CACHE_DIR=str(tmp_path), CUDA_VISIBLE_DEVICES="")
-    proc = subprocess.run([sys.executable, "-c", PDL_SCRIPT], env=env, cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    found = _script_json(tmp_path, PDL_SCRIPT)
     g1, g2 = found["gemm1/True"], found["gemm2/True"]
     assert g1["at"]["griddepcontrol.launch_dependents"] >= 0 and not g1["launch_pdl"]
     assert g2["launch_pdl"] and 0 <= g2["at"]["prefetch.global.L2"] < g2["at"]["griddepcontrol.wait"]
