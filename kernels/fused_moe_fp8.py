@@ -42,6 +42,11 @@ AMAX_BLOCK = 1024
 # Programs we want per launch per SM: enough loads in flight to stream weights at full bandwidth.
 PROGRAMS_PER_SM = 3
 ACTIVATIONS = {"silu": True, "relu2": False}  # name → gated
+# PDL (programmatic dependent launch + W2 prefetch) in PAIR mode only while the pairs' W2 slices fit in a third of
+# the H200's 50 MB L2. H200, 2026-11-30 (kernels/bench/results/h200_fused_moe.csv, ours_pdl_us vs ours_us):
+# 1.05-1.11x at M = 1 on Qwen3 (12.6 MB), DeepSeek-V3 TP8 (14.7 MB), Maverick TP8 (5.2 MB) and at M = 2 on
+# Maverick (10.5 MB); neutral to 0.85x above (Nemotron M = 1: 30 MB; Qwen3 M = 2: 25 MB; Mixtral: 117 MB).
+PDL_MAX_W2_BYTES = 16 * 1024 * 1024
 # Each split's partial tile is written once and read once by the fix-up (L2), so deep splits are cheap;
 # the bound keeps each split ≥ 2 K steps in practice and the static unroll of the fix-up short.
 MAX_SPLIT_K = 16
@@ -59,7 +64,8 @@ class MoEKernelConfig:
     split_k2: int = 1  # GEMM2 K splits (PAIR mode only)
     num_warps: int = 4
     num_stages: int = 3
-    # programmatic dependent launch of GEMM2 (+ W2 prefetch in PAIR mode) and the sum; GPU only (see the kernels)
+    # programmatic dependent launch of GEMM2 (+ W2 prefetch in PAIR mode) and the sum; GPU only (see the kernels);
+    # default_config turns it on where the H200 measured a gain (PDL_MAX_W2_BYTES)
     pdl: bool = False
     block_m: int = BLOCK_M  # token rows per dot (SCAN mode; PAIR mode always uses BLOCK_M)
 
@@ -127,8 +133,9 @@ def default_config(
     block_n2 = max(16, min(128, triton.next_power_of_2(hidden)))
     split2 = _split_for(pairs * triton.cdiv(hidden, block_n2), inter, block_k, target)
     return MoEKernelConfig(
-        pair_mode=True, block_n1=block_n1, block_n2=block_n2, block_k=block_k, split_k=split, split_k2=split2
-    )
+        pair_mode=True, block_n1=block_n1, block_n2=block_n2, block_k=block_k, split_k=split, split_k2=split2,
+        pdl=pairs * hidden * inter <= PDL_MAX_W2_BYTES,
+    )  # fmt: skip
 
 
 def candidate_configs(

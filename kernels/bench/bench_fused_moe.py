@@ -3,8 +3,8 @@
 Per shape and M = 1..256, one CSV row (kernels/bench/results/h200_fused_moe.csv):
   ours_us      fused_moe_fp8 with its default heuristic config,
   ours_best_us best of a few alternative configs at M ≤ 4 (what tuning could add; config in best_cfg),
-  ours_pdl_us  the default config with programmatic dependent launch + W2 prefetch (off by default: slower
-               on the H200, 2026-11-30),
+  ours_pdl_us  the default config with programmatic dependent launch + W2 prefetch forced on,
+  ours_nopdl_us the default config with it forced off (default_config picks one of the two: PDL_MAX_W2_BYTES),
   ours_bm16_us SCAN mode only, where the default block_m is wider: the default config with block_m 16
                (the 2026-11-30 kernel's row blocks: what the wider blocks add),
   vllm_us      vLLM's fused_experts with this project's tuned configs (VLLM_TUNED_CONFIG_FOLDER=kernels/configs
@@ -42,8 +42,8 @@ SHAPES = (
 )
 BENCH_M = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 COLUMNS = (
-    "shape", "M", "ours_us", "ours_best_us", "ours_pdl_us", "ours_bm16_us", "vllm_us", "baseline_us", "roofline_us",
-    "speedup_vs_vllm",
+    "shape", "M", "ours_us", "ours_best_us", "ours_pdl_us", "ours_nopdl_us", "ours_bm16_us", "vllm_us", "baseline_us",
+    "roofline_us", "speedup_vs_vllm",
     "pct_floor_ours", "pct_floor_vllm", "mode", "best_cfg", "rel_err_vs_vllm", "distinct_experts", "hbm_read_gbs",
     "gpu", "torch", "triton", "vllm", "timestamp",
 )  # fmt: skip
@@ -188,6 +188,7 @@ def bench_shape(key: str, ms: tuple[int, ...], bw: float, have_vllm: bool, sweep
         row["mode"] = "pair" if base.pair_mode else f"scan/m={base.block_m}"
         for col, changes, wanted in (
             ("ours_pdl_us", {"pdl": True}, True),
+            ("ours_nopdl_us", {"pdl": False}, True),
             ("ours_bm16_us", {"block_m": 16}, base.block_m != 16),
         ):
             if wanted:
@@ -218,7 +219,8 @@ def bench_shape(key: str, ms: tuple[int, ...], bw: float, have_vllm: bool, sweep
             row["speedup_vs_vllm"] = round(row["vllm_us"] / row["ours_us"], 3)
         print(
             f"{key:28s} M={m:4d} ours={row['ours_us']:8.2f} best={best:8.2f}"
-            f" pdl={row.get('ours_pdl_us', float('nan')):8.2f} bm16={row.get('ours_bm16_us', float('nan')):8.2f}"
+            f" pdl={row.get('ours_pdl_us', float('nan')):8.2f} nopdl={row.get('ours_nopdl_us', float('nan')):8.2f}"
+            f" bm16={row.get('ours_bm16_us', float('nan')):8.2f}"
             f" vllm={row.get('vllm_us', float('nan')):8.2f}"
             f" cutlass={row.get('baseline_us', float('nan')):8.2f} floor={row['roofline_us']:7.2f} us",
             flush=True,

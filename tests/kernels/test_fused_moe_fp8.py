@@ -316,3 +316,20 @@ def test_dynamic_scale_amax_pass_over_several_blocks(monkeypatch, scales):
     args, kw = make_problem(2, 8, 2, 200, 80, scales=scales, seed=5)
     args[0][:, 150] = 40.0  # the row maximum sits in the last, partial block
     check(args, kw, PAIR_DEEP)
+
+
+@pytest.mark.parametrize(
+    "name,m,pdl",
+    [
+        ("qwen3-30b-a3b", 1, True),  # 8 pairs × 1.6 MB of W2 = 12.6 MB
+        ("deepseek-v3-tp8", 1, True),  # 14.7 MB
+        ("llama4-maverick-tp8", 1, True),  # 5.2 MB
+        ("llama4-maverick-tp8", 2, True),  # 10.5 MB
+        ("qwen3-30b-a3b", 2, False),  # 25 MB
+        ("nemotron-3-nano", 1, False),  # 30 MB
+        ("mixtral-8x7b", 1, False),  # 117 MB: more than L2
+    ],
+)
+def test_default_config_uses_pdl_only_where_the_w2_slices_fit_in_l2(name, m, pdl):
+    e, k, h, inter = SHAPES_M1[name]
+    assert default_config(m, e, k, h, inter).pdl is pdl
