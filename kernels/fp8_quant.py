@@ -46,6 +46,13 @@ def quantize(x, scale):
     with per-row amax/448 scales and the reciprocal pushed ±2 ulp off (tests/kernels/test_fp8_quant.py: 0
     differences; x·inv alone: ~12,600 different fp8 codes) and on the GPU (kernels/device/diag_quant_step.py).
     """
+    # Known limits (review, 2026-11-30; not changed without an H200 to re-run `make test-gpu`): the correction is
+    # proven exact only for a correctly rounded reciprocal. bf16 x is exact for every bf16 x and amax with the
+    # reciprocal 0-2 ulp off (exhaustive emulation), but fp32 x (GEMM2's activation, RoPE) can miss a tie with
+    # probability ~2^-38 per element (x = 1.2578126, scale = 0.0068359384: 176 instead of 192). Next step: refine
+    # the reciprocal once per scale, `e = fma(-scale, inv, 1); inv = fma(inv, e, inv)`. Also: a row holding ±inf
+    # now gets scale MIN_SCALE (NaN from the correction, dropped by tl.maximum) and a static scale so small that
+    # x / scale overflows fp32 gives NaN instead of ±448.
     s_b = tl.broadcast_to(scale, x.shape)
     inv_b = tl.broadcast_to(1.0 / scale, x.shape)
     return tl.clamp(_divide(x, s_b, inv_b), -FP8_MAX, FP8_MAX).to(tl.float8e4nv)
