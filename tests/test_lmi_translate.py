@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from entrypoint.lmi_translate import (
+    _LMI_PARAMETERS,
     LMI_DEFAULT_MAX_NEW_TOKENS,
     LMIError,
     LMIRequest,
@@ -241,27 +242,8 @@ json_values = st.recursive(
     lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3),
     max_leaves=8,
 )
-param_names = st.sampled_from(
-    [
-        "max_new_tokens",
-        "temperature",
-        "top_p",
-        "top_k",
-        "repetition_penalty",
-        "seed",
-        "stop",
-        "stop_sequences",
-        "do_sample",
-        "details",
-        "decoder_input_details",
-        "return_full_text",
-        "truncate",
-        "ignore_eos_token",
-        "max_tokens",
-        "min_tokens",
-        "n",
-    ]
-) | st.text(max_size=8)
+# every parameter the translator handles itself, vLLM names that pass through (or collide), any text
+param_names = st.sampled_from([*sorted(_LMI_PARAMETERS), "max_tokens", "min_tokens", "n"]) | st.text(max_size=8)
 
 
 @settings(max_examples=300, deadline=None)
