@@ -4,7 +4,8 @@ Per shape and M = 1..256, one CSV row (kernels/bench/results/h200_fused_moe.csv)
   ours_us      fused_moe_fp8 with its default heuristic config,
   ours_best_us best of a few alternative configs at M ≤ 4 (what tuning could add; config in best_cfg),
   ours_pdl_us  the default config with programmatic dependent launch + W2 prefetch forced on,
-  ours_nopdl_us the default config with it forced off (default_config picks one of the two: PDL_MAX_W2_BYTES),
+  ours_nopdl_us the default config with it forced off (default_config picks one of the two, PDL_MAX_W2_BYTES;
+               that one repeats ours_us),
   ours_bm16_us SCAN mode only, where the default block_m is wider: the default config with block_m 16
                (the 2026-11-30 kernel's row blocks: what the wider blocks add),
   vllm_us      vLLM's fused_experts with this project's tuned configs (VLLM_TUNED_CONFIG_FOLDER=kernels/configs
@@ -191,9 +192,12 @@ def bench_shape(key: str, ms: tuple[int, ...], bw: float, have_vllm: bool, sweep
             ("ours_nopdl_us", {"pdl": False}, True),
             ("ours_bm16_us", {"block_m": 16}, base.block_m != 16),
         ):
-            if wanted:
+            variant = dataclasses.replace(base, **changes)
+            if wanted and variant == base:  # the default config itself: timed above already
+                row[col] = row["ours_us"]
+            elif wanted:
                 try:
-                    row[col] = ours(dataclasses.replace(base, **changes))
+                    row[col] = ours(variant)
                 except Exception as exc:
                     print(f"[{key} M={m}] {col} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         if have_vllm:

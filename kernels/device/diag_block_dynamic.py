@@ -68,15 +68,14 @@ def measure(
     scales: str,
     static: bool | tuple[bool, bool],
     precise: bool = False,
-    split_one: bool = False,
     shape: tuple[int, int, int] = (256, 7168, 256),
     **config_changes: int,
 ) -> float:
     """rel err of our kernel against the float64 reference; shape (E, H, I) defaults to DeepSeek-V3 TP8.
 
     static: both activation scales static (True) / dynamic (False), or (x static?, act static?) to split the two
-    GEMMs apart; config_changes override fields of the default config (num_stages=1, ...)."""
-    from kernels.fused_moe_fp8 import MoEKernelConfig, default_config, fused_moe_fp8
+    GEMMs apart; config_changes override fields of the default config (num_stages=1, split_k=1, ...)."""
+    from kernels.fused_moe_fp8 import default_config, fused_moe_fp8
     from kernels.reference import fused_moe_reference, rel_err
     from tests.kernels.test_fused_moe_fp8 import make_problem
 
@@ -87,10 +86,7 @@ def measure(
         kw.pop("a13_scale", None)
     if not act_static:
         kw.pop("a2_scale", None)
-    config = default_config(m, e, top_k, h, inter)
-    if split_one:
-        config_changes = {**config_changes, "split_k": 1, "split_k2": 1}
-    config = MoEKernelConfig(**{**dataclasses.asdict(config), **config_changes})
+    config = dataclasses.replace(default_config(m, e, top_k, h, inter), **config_changes)
     out = torch.full_like(args[0], float("nan"))
     with fp8_accumulation(precise):
         fused_moe_fp8(*args, **kw, out=out, config=config)

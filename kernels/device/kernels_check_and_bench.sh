@@ -64,10 +64,9 @@ PY
 
 stage gpu-tests 150 "$LOGS/gpu_tests.log" \
   "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/kernels --junitxml="$LOGS/gpu_tests.xml" --maxfail=10
-# 2026-11-30: 4 block-dynamic DeepSeek-V3 cases missed the tolerance on the H200 only (kernels/README.md)
 # diag-block found the cause (2026-11-30b logs); set DIAG=1 to run it again
 [ "${DIAG:-0}" = 1 ] && stage diag-block 150 "$LOGS/diag_block.log" "$PY" -m kernels.device.diag_block_dynamic --out "$OUT"
-# the cause (approximate '/' on the GPU) at the level of one K step: '/' vs tl.div_rn against PyTorch
+# the cause (approximate '/' on the GPU) at the level of one K step: '/' vs kernels/fp8_quant.py, against PyTorch
 stage quant-step 60 "$LOGS/quant_step.log" "$PY" -m kernels.device.diag_quant_step
 stage rope-bench 45 "$LOGS/rope.log" "$PY" -m kernels.bench.bench_rope_fp8 --out "$OUT"
 stage moe-bench 300 "$LOGS/moe.log" "$PY" -m kernels.bench.bench_fused_moe --out "$OUT" --sweep-max-m 1
