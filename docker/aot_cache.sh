@@ -4,7 +4,8 @@
 # engine start does not JIT-compile.
 #   usage: aot_cache.sh CACHE_DIR CONFIG_DIR
 #   env:   AOT_MODE=compile|skip (default compile), AOT_ARGS (extra `kernels.aot bake` arguments,
-#          e.g. "--shapes qwen3-30b-a3b:tp1 --batch-sizes 1,2,4")
+#          e.g. "--shapes qwen3-30b-a3b:tp1 --batch-sizes 1,2,4"), FLAVOUR (cpu: always skipped, there is no
+#          GPU kernel to run)
 # Triton's cache index stores absolute paths: CACHE_DIR must be the path the image runs with
 # (the Dockerfile copies it to the same path in the final stage).
 set -euo pipefail
@@ -13,6 +14,10 @@ CACHE=${1:?usage: aot_cache.sh CACHE_DIR CONFIG_DIR}
 CONFIGS=${2:?usage: aot_cache.sh CACHE_DIR CONFIG_DIR}
 PY=${PYTHON:-python3}
 MODE=${AOT_MODE:-compile}
+if [[ ${FLAVOUR:-cuda} == cpu ]]; then
+    echo "triton cache: skipped for the cpu flavour (the CPU engine runs no Triton kernel)"
+    MODE=flavour-cpu
+fi
 read -r -a extra <<<"${AOT_ARGS:-}"
 
 mkdir -p "$CACHE"
@@ -40,12 +45,12 @@ compile)
 skip)
     echo "triton cache: skipped (AOT_MODE=skip); kernels compile on first use"
     ;;
+flavour-cpu) ;; # said above
 *)
     echo "aot_cache.sh: AOT_MODE=$MODE is not known; accepted: compile, skip" >&2
     exit 2
     ;;
 esac
-# Triton writes new kernels next to the baked ones: keep the cache writable for any user
-# (`docker run --user ...`); the sticky bit keeps users from deleting each other's files.
-chmod -R a+rwX "$CACHE"
-chmod +t "$CACHE"
+# Read-only at run time, for any user (`docker run --user ...`): the image points TRITON_CACHE_DIR at /tmp and
+# kernels.aot:BakedFirstCacheManager reads this baked cache first, so new compiles land under /tmp.
+chmod -R a+rX,go-w "$CACHE"

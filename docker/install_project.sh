@@ -3,7 +3,9 @@
 #   usage: install_project.sh SRC_DIR PREFIX
 #     SRC_DIR  a copy of the project (pyproject.toml, entrypoint/, kernels/, sagemaker_deploy/);
 #              removed afterwards when REMOVE_SRC=1 (the default in the image)
-#     PREFIX   where the image keeps its data: PREFIX/kernel-configs gets kernels/configs/*.json
+#     PREFIX   where the image keeps its data: PREFIX/kernel-configs gets kernels/configs/*.json, PREFIX/tiny-moe
+#              the tiny MoE model (1.3 MB; served when MOE_SERVING_FALLBACK_MODEL points at it and nothing is
+#              mounted at /opt/ml/model, as in the cpu flavour)
 # Dependencies are already installed (install_deps.sh), hence --no-deps; no build isolation, so
 # no network is needed for setuptools.
 set -euo pipefail
@@ -26,6 +28,7 @@ echo "kernel configs: ${#configs[@]} file(s) in $PREFIX/kernel-configs"
 
 # The installed package must import from outside the source tree (no accidental cwd import).
 (cd / && "$PY" -m entrypoint --help >/dev/null)
+(cd / && "$PY" -m entrypoint.tiny_model "$PREFIX/tiny-moe")
 
 if [[ ${REMOVE_SRC:-1} == 1 ]]; then
     rm -rf "$SRC"

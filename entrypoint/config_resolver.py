@@ -49,8 +49,9 @@ def _accepted_backends(model: ModelDescription, sm: int, caps: VllmCapabilities)
     return ["auto"] + [b for b in candidates if b != "auto" and backend_support(b, model.quantization, sm) is None]
 
 
-def _validate_user_backend(value: str, model: ModelDescription, gpus: GpuInventory, caps: VllmCapabilities) -> None:
-    key = "option.moe_backend"
+def _validate_user_backend(
+    value: str, model: ModelDescription, gpus: GpuInventory, caps: VllmCapabilities, key: str = "option.moe_backend"
+) -> None:
     if gpus.is_cpu:
         raise ConfigError(key, value, "the CPU engine has a single MoE backend", ("auto",))
     sm = gpus.sm or 0
@@ -93,10 +94,11 @@ def _choose_backend(
 ) -> tuple[str, str | None, str, list[str]]:
     """(value passed or "auto", effective backend, source, reasons)."""
     user = settings.options.get("moe_backend", "auto").strip().lower().replace("-", "_") or "auto"
+    key = settings.option_label("moe_backend")
     if not model.is_moe:
         if user != "auto":
             if gpus.is_cpu or (caps.has_moe_backend_arg and user not in caps.moe_backend_values):
-                _validate_user_backend(user, model, gpus, caps)  # raises with the accepted values
+                _validate_user_backend(user, model, gpus, caps, key)  # raises with the accepted values
             return (
                 user,
                 None,
@@ -106,13 +108,13 @@ def _choose_backend(
         return "auto", None, "none", ["moe_backend: dense model, no MoE layers"]
     if gpus.is_cpu:
         if user != "auto":
-            _validate_user_backend(user, model, gpus, caps)
+            _validate_user_backend(user, model, gpus, caps, key)
         return "auto", "cpu", "none", ["moe_backend: CPU engine, vLLM's CPU MoE kernel is the only one"]
     sm = gpus.sm or 0
     expert_parallel = engine.values.get("enable_expert_parallel") == "true"
     auto_backend, auto_why = predict_vllm_auto(model.quantization, sm, expert_parallel=expert_parallel)
     if user != "auto":
-        _validate_user_backend(user, model, gpus, caps)
+        _validate_user_backend(user, model, gpus, caps, key)
         source = settings.sources.get("moe_backend", "option.moe_backend")
         return (
             user,

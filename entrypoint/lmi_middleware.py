@@ -2,7 +2,8 @@
 
 Loaded by `vllm serve --middleware entrypoint.lmi_middleware.LMIMiddleware` (the resolver puts
 that flag in every plan), so there is no second process and no extra network hop. Everything else
-(/ping, /v1/*, GET requests) goes straight to vLLM without being touched.
+(/v1/*, GET requests) goes straight to vLLM without being touched, and so do /ping and /health while the engine
+process lives (once it is gone they answer 503 here, before vLLM's own check has noticed: engine_processes.py).
 
 On /invocations the body is read once and classified (entrypoint.lmi_translate):
 - "prompt" / "messages": replayed to vLLM's /invocations unchanged (content-type set to JSON);
@@ -25,6 +26,7 @@ from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
+from entrypoint.engine_processes import EngineProcesses
 from entrypoint.lmi_translate import (
     CUSTOM_ATTRIBUTES_HEADER,
     LMIError,
@@ -49,6 +51,8 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 logger = logging.getLogger("entrypoint.lmi")
 
 INVOCATIONS = "/invocations"
+# SageMaker's health check and vLLM's own: both answer 503 the moment the engine process is gone.
+HEALTH_PATHS = ("/ping", "/health")
 JSONLINES = b"application/jsonlines"
 # SAGEMAKER_MAX_PAYLOAD_IN_MB is LMI's knob for the request size; unset means no limit here
 # (SageMaker itself caps real-time payloads before they reach the container).
@@ -79,10 +83,15 @@ class LMIMiddleware:
         self.app = app
         self.max_payload = _max_payload_bytes()
         self.watch = _EngineWatch()
+        self.engines = EngineProcesses()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await self.app(scope, _watch_lifespan(scope, receive), send)
+            await self.app(scope, _watch_lifespan(scope, receive, self.engines), send)
+            return
+        if scope["type"] == "http" and scope["path"] in HEALTH_PATHS and self.engines.dead():
+            # vLLM's own check notices a few ms later (entrypoint/engine_processes.py): never 200 in between.
+            await _send_json(send, 503, LMIError(503, "the inference engine process is gone").body())
             return
         if scope["type"] != "http" or scope["path"] != INVOCATIONS or scope["method"] != "POST":
             await self.app(scope, receive, send)
@@ -345,11 +354,12 @@ def _note_stop_signals() -> None:
             return
 
 
-def _watch_lifespan(scope: Scope, receive: Receive) -> Receive:
+def _watch_lifespan(scope: Scope, receive: Receive, engines: EngineProcesses) -> Receive:
     async def watched() -> Message:
         message = await receive()
         if message["type"] == "lifespan.startup":
             _note_stop_signals()
+            engines.take_roll()  # vLLM started its engine before the server: it is running now
         elif message["type"] == "lifespan.shutdown" and not SERVER_STATE.stop_requested and _engine_stopped(scope):
             SERVER_STATE.engine_died = True
             logger.error("the inference engine died; the server stops with exit code %d", ENGINE_DIED_EXIT_CODE)

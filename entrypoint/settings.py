@@ -28,6 +28,8 @@ DEFAULT_MODEL_DIR = "/opt/ml/model"
 DEFAULT_PROPERTIES_ENV = "MOE_SERVING_DEFAULT_PROPERTIES"
 DEFAULT_PROPERTIES_PATH = "/opt/moe-serving/serving.properties"
 DEFAULT_PORT = 8080
+# Set by the cpu flavour of the image (Dockerfile): a model served when nothing is mounted at /opt/ml/model.
+FALLBACK_MODEL_ENV = "MOE_SERVING_FALLBACK_MODEL"
 OPTION_PREFIX = "option."
 ENV_OPTION_PREFIX = "OPTION_"
 
@@ -47,6 +49,15 @@ class Settings(BaseModel):
     @property
     def model(self) -> str:
         return self.options.get("model_id") or self.options.get("model") or DEFAULT_MODEL_DIR
+
+    def option_label(self, key: str) -> str:
+        """option.KEY as an error names it: with where the user set it, so they find what to fix."""
+        origin = self.sources.get(key, "")
+        if origin.startswith("env:"):
+            return f"{origin.removeprefix('env:')} (option.{key})"
+        if origin.startswith("file:"):
+            return f"option.{key} (in {origin.removeprefix('file:')})"
+        return f"option.{key}"
 
 
 def normalise_key(key: str) -> str:
@@ -151,6 +162,24 @@ def image_default_properties(environ: Mapping[str, str]) -> Path:
     return Path(environ.get(DEFAULT_PROPERTIES_ENV, DEFAULT_PROPERTIES_PATH))
 
 
+def fallback_model(environ: Mapping[str, str], model_dir: Path = Path(DEFAULT_MODEL_DIR)) -> tuple[str, str] | None:
+    """The image's built-in model when `model_dir` is empty (no config.json, no serving.properties), and why.
+
+    Only with MOE_SERVING_FALLBACK_MODEL set (the cpu flavour sets it; the cuda image does not, so a GPU host
+    with nothing mounted gets a clear error instead of a toy model), and only where the user named no model.
+    """
+    fallback = environ.get(FALLBACK_MODEL_ENV, "").strip()
+    if not fallback or (model_dir / "config.json").exists() or (model_dir / "serving.properties").exists():
+        return None
+    if not (Path(fallback) / "config.json").is_file():
+        raise ConfigError(FALLBACK_MODEL_ENV, fallback, "holds no config.json", "a model directory")
+    why = (
+        f"model: {model_dir} holds no config.json (nothing mounted there): serving the image's built-in model "
+        f"{fallback} ({FALLBACK_MODEL_ENV}); mount a model at {model_dir} or set option.model_id to serve yours"
+    )
+    return fallback, why
+
+
 def _port(environ: Mapping[str, str], override: int | None) -> int:
     if override is not None:
         return override
@@ -179,8 +208,13 @@ def load_settings(
     # The model location decides which serving.properties is read, so settle it from the
     # sources that do not depend on the file first; the file may then name another model.
     early_model = model or (env_opts.get("model_id") or alias_opts.get("model_id") or (None, ""))[0]
+    fallback = None if early_model or properties is not None else fallback_model(env)
+    fallback_layer = {}
+    if fallback is not None:
+        early_model = fallback[0]
+        fallback_layer = {"model_id": (fallback[0], f"env:{FALLBACK_MODEL_ENV}")}
     path, why, is_image_default = choose_properties_file(properties, early_model or DEFAULT_MODEL_DIR, env)
-    reasons = [why]
+    reasons = [fallback[1], why] if fallback is not None else [why]
     file_opts: dict[str, str] = {}
     file_server: dict[str, str] = {}
     if path is not None:
@@ -194,6 +228,7 @@ def load_settings(
     # Lowest precedence first; the image default sits under the environment, the user's file above it.
     layers = [alias_opts, env_opts]
     layers.insert(0 if is_image_default else len(layers), file_layer)
+    layers.insert(0, fallback_layer)
     if model:
         layers.append({"model_id": (model, "cli:--model")})
     options: dict[str, str] = {}

@@ -1,19 +1,15 @@
-"""The Dockerfile without a Docker engine: hadolint, the SageMaker contract, and the build context.
+"""The Dockerfile read as text: hadolint, the stages and flavours, the SageMaker contract, the pins.
 
-`docker build` cannot run here, so what a build would trip over is checked statically: every COPY
-source exists and survives the allowlist .dockerignore, stages are named, the base is pinned, the
-pins agree with the code that plans for them.
+The real build and the real container are tested by `make image-test FLAVOUR=cpu` (tests/image, including the
+build context as Docker filters it); these checks are quick and need no Docker engine.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import re
 import subprocess
 from pathlib import Path
-
-import pytest
 
 from sagemaker_deploy.planning import IMAGE_VLLM_VERSION
 from tests.conftest_paths import REPO
@@ -66,12 +62,26 @@ def test_hadolint_fails_on_a_planted_error(tmp_path):
     assert result.returncode != 0 and "DL3000" in result.stdout
 
 
-def test_every_stage_is_named_and_the_base_is_a_pinned_cuda_13_ubuntu_24_04_tag():
+def test_every_stage_is_named_and_the_cuda_base_is_a_pinned_cuda_13_ubuntu_24_04_tag():
     froms = args_of("FROM")
     assert all(" AS " in f for f in froms), froms
     base = next(rest for w, rest in INSTRUCTIONS if w == "ARG" and rest.startswith("CUDA_IMAGE="))
     assert re.fullmatch(r"CUDA_IMAGE=nvidia/cuda:13\.0\.\d+-(runtime|devel)-ubuntu24\.04", base), base
-    assert [f.split(" AS ")[1] for f in froms] == ["base", "deps", "project", "aot", "final"]
+    stages = [f.split(" AS ")[1] for f in froms]
+    assert stages == ["base-cuda", "base-cpu", "base", "deps", "project", "aot", "final"]
+
+
+def test_the_flavours_differ_only_in_the_base_stage():
+    froms = dict(reversed(f.split(" AS ")) for f in args_of("FROM"))
+    assert froms["base"] == "base-${FLAVOUR}"
+    assert froms["deps"] == "base" and froms["project"] == "deps" and froms["aot"] == froms["final"] == "project"
+    assert "ARG FLAVOUR=cuda" in " ".join(f"{w} {rest}" for w, rest in INSTRUCTIONS)
+
+
+def test_no_syntax_directive_makes_buildkit_pull_a_frontend():
+    # A `# syntax=` first line is fetched from a registry before anything else: none answers here.
+    first = DOCKERFILE.read_text().splitlines()[0]
+    assert not re.match(r"#\s*syntax\s*=", first), first
 
 
 def test_vllm_pin_matches_what_sagemaker_deploy_plans_for():
@@ -95,7 +105,7 @@ def test_final_stage_keeps_the_sagemaker_contract():
         "VLLM_WORKER_MULTIPROC_METHOD=spawn",
         "PYTHONUNBUFFERED=1",
         "HF_HOME=/tmp/",
-        "TRITON_CACHE_DIR=/opt/moe-serving/triton-cache",
+        "TRITON_CACHE_DIR=/tmp/",
         "MOE_SERVING_KERNEL_CONFIGS=/opt/moe-serving/kernel-configs",
         "TRITON_CACHE_MANAGER=kernels.aot:BakedFirstCacheManager",
         "MOE_BAKED_TRITON_CACHE=/opt/moe-serving/triton-cache",
@@ -121,28 +131,8 @@ def test_dependencies_are_installed_before_the_code_is_copied():
 
 
 def test_no_nvidia_driver_is_installed():
-    runs = " ".join(args_of("RUN")) + (REPO / "docker" / "install_system.sh").read_text()
+    runs = " ".join(args_of("RUN")) + "".join(p.read_text() for p in (REPO / "docker").glob("install_*.sh"))
     assert not re.search(r"nvidia-driver|libnvidia-compute|cuda-drivers", runs)
-
-
-def dockerignore_allows(path: str, rules: list[str]) -> bool:
-    """Docker's rule: the last matching pattern wins; `!` re-includes; a directory match covers its files."""
-    allowed = True
-    for rule in rules:
-        negate = rule.startswith("!")
-        pattern = rule[1:] if negate else rule
-        pattern = pattern.rstrip("/")
-        parts = path.split("/")
-        prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
-        glob = pattern.replace("**/", "*")
-        if any(fnmatch.fnmatchcase(p, glob) or fnmatch.fnmatchcase(p, pattern) for p in prefixes):
-            allowed = negate
-    return allowed
-
-
-def dockerignore_rules() -> list[str]:
-    lines = (REPO / ".dockerignore").read_text().splitlines()
-    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
 
 
 def copy_sources() -> list[str]:
@@ -153,27 +143,3 @@ def copy_sources() -> list[str]:
         words = [w for w in rest.split() if not w.startswith("--")]
         sources += words[:-1]
     return sources
-
-
-INTENDED_EXCLUSION = Path("kernels/bench/results")
-
-
-@pytest.mark.parametrize("source", copy_sources())
-def test_every_copy_source_exists_and_passes_the_dockerignore(source):
-    path = REPO / source
-    assert path.exists(), f"COPY {source}: not in the repository"
-    files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
-    # Benchmark results (CSV/PNG/notes) are kept out of the image on purpose: evidence, not runtime.
-    files = [f for f in files if INTENDED_EXCLUSION not in f.relative_to(REPO).parents]
-    rules = dockerignore_rules()
-    blocked = [str(f.relative_to(REPO)) for f in files if not dockerignore_allows(str(f.relative_to(REPO)), rules)]
-    assert not blocked, f"COPY {source}: .dockerignore keeps out {blocked[:5]}"
-
-
-def test_dockerignore_is_an_allowlist():
-    rules = dockerignore_rules()
-    assert rules[0] == "*"
-    for kept_out in (".venv/bin/python", ".git/HEAD", "tests/test_dockerfile.py", "benchmarks/x.py", "model/x"):
-        assert not dockerignore_allows(kept_out, rules), kept_out
-    assert not dockerignore_allows("entrypoint/__pycache__/cli.cpython-311.pyc", rules)
-    assert not dockerignore_allows(str(INTENDED_EXCLUSION / "h200_moe_configs.png"), rules)

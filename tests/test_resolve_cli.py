@@ -76,7 +76,7 @@ def test_the_real_executable_exits_2_on_a_refused_configuration():
         check=False,
     )
     assert done.returncode == 2
-    assert "option.moe_backend='deep_gemm'" in done.stderr
+    assert "OPTION_MOE_BACKEND (option.moe_backend)='deep_gemm'" in done.stderr
     assert all(secret not in done.stdout + done.stderr for secret in SECRET_ENV.values())
 
 
@@ -150,7 +150,7 @@ def test_a_model_directory_serving_properties_overrides_the_backend(tmp_path):
 @pytest.mark.parametrize(
     ("env", "message"),
     [
-        ({"OPTION_MOE_BACKEND": "deep_gemm"}, "option.moe_backend='deep_gemm'"),
+        ({"OPTION_MOE_BACKEND": "deep_gemm"}, "OPTION_MOE_BACKEND (option.moe_backend)='deep_gemm'"),
         ({"OPTION_MOE_BACKEND": "flashinfer_trtllm"}, "SM100 family"),
         ({"OPTION_TENSOR_PARALLEL_DEGREE": "4", "OPTION_TENSOR_PARALLEL_SIZE": "2"}, "different values"),
         ({"OPTION_QUANTIZE": "fp8"}, "option.quantize"),

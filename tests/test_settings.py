@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from entrypoint.errors import ConfigError
-from entrypoint.settings import load_settings, read_properties
+from entrypoint.settings import fallback_model, load_settings, read_properties
 
 
 def _props(tmp_path: Path, text: str, name: str = "serving.properties") -> Path:
@@ -346,3 +346,67 @@ def test_an_empty_file_value_never_becomes_an_empty_argv_element(tmp_path) -> No
     args = list(_plan({}, properties=props).vllm_args)
     assert "" not in args
     assert "--quantization" not in args and "--served-model-name" not in args
+
+
+# ------------------------------------------------------------------------------------ the image's built-in model
+
+
+def _tiny(tmp_path: Path) -> Path:
+    model = tmp_path / "tiny"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    (model / "serving.properties").write_text("option.max_model_len=512\n")
+    return model
+
+
+def test_with_nothing_at_opt_ml_model_the_fallback_model_is_served_and_its_file_read(tmp_path: Path) -> None:
+    assert not Path("/opt/ml/model").exists(), "this test needs a machine without /opt/ml/model"
+    tiny = _tiny(tmp_path)
+    env = {"MOE_SERVING_FALLBACK_MODEL": str(tiny), "MOE_SERVING_DEFAULT_PROPERTIES": str(tmp_path / "none")}
+    settings, reasons = load_settings(environ=env)
+    assert settings.model == str(tiny) and settings.options["max_model_len"] == "512"
+    assert settings.sources["model_id"] == "env:MOE_SERVING_FALLBACK_MODEL"
+    assert any("holds no config.json" in r and str(tiny) in r for r in reasons), reasons
+
+
+@pytest.mark.parametrize(
+    ("environ", "model"),
+    [({"OPTION_MODEL_ID": "org/model"}, "org/model"), ({"HF_MODEL_ID": "org/other"}, "org/other")],
+    ids=["OPTION_MODEL_ID", "alias"],
+)
+def test_a_model_the_user_names_beats_the_fallback(tmp_path: Path, environ: dict[str, str], model: str) -> None:
+    env = {"MOE_SERVING_FALLBACK_MODEL": str(_tiny(tmp_path)), **environ}
+    assert load_settings(environ=env)[0].model == model
+
+
+def test_a_mounted_model_beats_the_fallback(tmp_path: Path) -> None:
+    mounted = tmp_path / "mounted"
+    mounted.mkdir()
+    env = {"MOE_SERVING_FALLBACK_MODEL": str(_tiny(tmp_path))}
+    assert fallback_model(env, model_dir=mounted) is not None  # empty: the fallback applies
+    (mounted / "serving.properties").write_text("option.model_id=org/model\n")  # LMI: a file naming a hub model
+    assert fallback_model(env, model_dir=mounted) is None
+    (mounted / "serving.properties").unlink()
+    (mounted / "config.json").write_text("{}")
+    assert fallback_model(env, model_dir=mounted) is None
+    assert fallback_model({}, model_dir=tmp_path / "absent") is None  # the cuda image sets no fallback
+
+
+def test_a_fallback_without_a_model_is_a_config_error_naming_the_variable(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="MOE_SERVING_FALLBACK_MODEL=.*holds no config.json"):
+        fallback_model({"MOE_SERVING_FALLBACK_MODEL": str(tmp_path)}, model_dir=tmp_path / "absent")
+
+
+@pytest.mark.parametrize(
+    ("environ", "text", "label"),
+    [
+        ({"OPTION_MOE_BACKEND": "x"}, "", "OPTION_MOE_BACKEND (option.moe_backend)"),
+        ({}, "option.moe_backend=x\n", "option.moe_backend (in {path})"),
+    ],
+    ids=["env", "file"],
+)
+def test_an_option_is_named_where_the_user_set_it(tmp_path: Path, environ: dict[str, str], text: str, label: str):
+    path = _props(tmp_path, text)
+    settings, _ = load_settings(model=str(tmp_path), properties=path, environ=environ)
+    assert settings.option_label("moe_backend") == label.format(path=path)
+    assert settings.option_label("dtype") == "option.dtype"
