@@ -388,7 +388,8 @@ def test_a_job_past_its_timeout_is_killed_with_its_process_group(tmp_path: Path)
     python = _fake_python(tmp_path, f"trap '' USR1; (exec sleep 300) & echo $! > {pidfile}; echo started; wait; wait")
     job = {"result_path": str(tmp_path / "r.jsonl")}
     t0 = time.monotonic()
-    status, _ = runner.run_job(job, {"PATH": "/usr/bin:/bin"}, tmp_path / "log", timeout_s=1.0, python=python)
+    # 3 s: the fake worker must have printed "started" first, also on a loaded 2-core CI machine (1 s was not).
+    status, _ = runner.run_job(job, {"PATH": "/usr/bin:/bin"}, tmp_path / "log", timeout_s=3.0, python=python)
     assert status == "timeout" and time.monotonic() - t0 < 20
     assert "started" in (tmp_path / "log").read_text()
     # SIGKILL lands asynchronously; give the kernel a bounded moment rather than racing it.
@@ -496,7 +497,8 @@ def test_run_loop_writes_outputs_skips_over_budget_and_reuses_identical_engines(
     monkeypatch.setattr(runner, "_START_ESTIMATE", {"triton": 10.0, "auto": 10.0, "flashinfer_cutlass": 10_000.0})
     # Independent of what kernels/configs ships: no tuned file for the model, so triton_tuned == triton.
     monkeypatch.setattr(be, "tuned_files_for", lambda shape, tuned_dir=None: [])
-    argv = ["--backends", "auto,triton,triton_tuned,flashinfer_cutlass", "--conc", "1,8", "--long-input-len", "0",
+    argv = ["--engine", "offline", "--backends", "auto,triton,triton_tuned,flashinfer_cutlass", "--conc", "1,8",
+            "--long-input-len", "0",
             "--output-len", "9", "--out-dir", str(tmp_path / "out"), "--work-dir", str(tmp_path / "work"),
             "--budget-s", "200"]  # fmt: skip
     assert cli.main(argv) == 0

@@ -15,8 +15,8 @@ from pathlib import Path
 from tests.conftest_paths import REPO
 
 SCRIPT = REPO / "benchmarks" / "device" / "h200_session.sh"
-QUEUE_A = ["own-kernels", "e2e-control", "engine-start", "serving-check"]
-QUEUE_B = ["aotcheck", "e2e-qwen", "e2e-nemotron", "e2e-mixtral"]
+QUEUE_A = ["e2e-qwen", "e2e-nemotron"]
+QUEUE_B = ["e2e-mixtral"]
 
 
 def _env(tmp_path: Path, gpus: int, deadline_s: int) -> dict[str, str]:
@@ -50,9 +50,9 @@ def test_two_gpus_run_both_queues_in_order_and_pack_their_results(tmp_path: Path
     assert _steps(status, "B", "rc=0") == QUEUE_B
     assert sorted(p.name for p in out.iterdir()) == ["A.tar.gz", "B.tar.gz", "status.txt"]
     with tarfile.open(out / "A.tar.gz") as tar:
-        console = tar.extractfile("A/engine-start/console.log").read().decode()
-    # each step writes where `step` points OUT, and a quoted inner command keeps its own $OUT
-    assert f"OUT={tmp_path}/run/A/engine-start" in console and '--out-dir "$OUT"' in console
+        console = tar.extractfile("A/e2e-qwen/console.log").read().decode()
+    # each step writes where `step` points OUT, with the budget the harness must stop by
+    assert f"OUT={tmp_path}/run/A/e2e-qwen" in console and "BUDGET_S=880 bash benchmarks/device/e2e.sh qwen" in console
 
 
 def test_one_gpu_runs_queue_b_after_queue_a(tmp_path: Path) -> None:
@@ -62,11 +62,11 @@ def test_one_gpu_runs_queue_b_after_queue_a(tmp_path: Path) -> None:
 
 
 def test_a_step_starts_only_when_its_minimum_time_is_left(tmp_path: Path) -> None:
-    # 230 s: enough for aotcheck (180) and the serving check (150), not for the 240-360 s steps
-    status, _ = _session(tmp_path, gpus=2, deadline_s=230)
-    assert _steps(status, "A", "rc=0") == ["serving-check"]
-    assert _steps(status, "B", "rc=0") == ["aotcheck"]
-    assert _steps(status, "B", "skipped") == ["e2e-qwen", "e2e-nemotron", "e2e-mixtral"]
+    # 350 s: enough for Mixtral (300) on B, not for Qwen3 (420) on A; Nemotron (300) still fits after it
+    status, _ = _session(tmp_path, gpus=2, deadline_s=350)
+    assert _steps(status, "A", "skipped") == ["e2e-qwen"]
+    assert _steps(status, "A", "rc=0") == ["e2e-nemotron"]
+    assert _steps(status, "B", "rc=0") == ["e2e-mixtral"]
 
 
 def test_a_second_start_while_running_collects_instead_of_restarting(tmp_path: Path) -> None:

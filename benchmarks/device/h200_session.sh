@@ -1,5 +1,5 @@
 #!/bin/bash
-# Everything still owed to an H200 (issues 4, 6, 7) in ONE lease of ≤ 30 device minutes, on one or two GPUs.
+# What is owed to an H200 in ONE lease of ≤ 30 device minutes, on one or two GPUs (now: issue 14).
 #
 # A device call lasts ≤ 10 min and a machine idle 30 s is given back, so the work runs in two background
 # queues (setsid: they outlive the call that started them) and later calls only wait and collect:
@@ -10,10 +10,8 @@
 # Queue A (GPU 0) and queue B (GPU 1) run side by side; on a one-GPU machine A then B run on GPU 0 in one
 # queue. Each step starts only when its minimum time is left before the deadline (DEADLINE_S after `start`,
 # default 1500 s) and is cut at the deadline, so a short lease still returns the first steps of each queue.
-#   A: own kernels (GPU tests + block-dynamic diagnostic, benches, sweep) → e2e control (Qwen3 128-block) →
-#      engine start → LMI middleware on vLLM 0.26
-#   B: aotcheck (incl. our DeepSeek-V3 file) → e2e qwen → e2e nemotron → e2e mixtral (repeats: spread, new tiles)
-# (what 2026-11-30's lease left; its results are filed in kernels/bench/results and benchmarks/e2e/results)
+#   A: e2e qwen (served configuration: plan / auto / triton, start breakdown, streaming at load) → e2e nemotron
+#   B: e2e mixtral
 # The queues run from a copy of the repo under $RUN_DIR/repo (later calls re-send the working tree).
 # `wait` copies into $OUT (≤ 8 files come back): A.tar.gz and B.tar.gz (every step's results + logs) and
 # status.txt (one line per step: rc, seconds). Unpack the tars here and file the numbers (RUNS.md files).
@@ -55,28 +53,17 @@ step() {  # step QUEUE NAME MIN_S MAX_S CMD... : run CMD if MIN_S are left, cut 
 }
 
 # Order = what each issue can least do without, cheap decisive steps first (a short lease returns those).
+# Issue 14 (2026-12-01): the served configuration. Qwen3 first (every backend, start breakdown, streaming at
+# load), then Nemotron, then Mixtral: the issue allows two sessions' device time for the three.
 queue_a() {
   local q=$1
-  # issue 7: make test-gpu (4 block-dynamic misses on 2026-11-30) + their diagnostic, benches, sweep
-  step "$q" own-kernels 240 600 bash kernels/device/kernels_check_and_bench.sh
-  # issue 6: the control's triton_tuned row did not fit on 2026-11-30
-  step "$q" e2e-control 240 420 env BUDGET_S=400 bash benchmarks/device/e2e.sh control
-  # shellcheck disable=SC2016  # $OUT is expanded by that inner shell, where step sets it
-  step "$q" engine-start 300 420 bash -c 'python3 -m kernels.bench.engine_start --out-dir "$OUT" \
-    --model benchmarks/e2e/models/qwen3-30b-a3b-fp8-static --baked-cache /opt/moe-serving/triton-cache'
-  # The LMI middleware on vLLM 0.26 + a GPU, on the tiny MoE made there.
-  # shellcheck disable=SC2016  # $OUT is expanded by that inner shell, where step sets it
-  step "$q" serving-check 150 300 bash -c 'python3 -m entrypoint.tiny_model /root/tiny-moe &&
-    python3 -m benchmarks.serving.h200_middleware_check --model /root/tiny-moe --out "$OUT"'
+  step "$q" e2e-qwen 420 900 env BUDGET_S=880 bash benchmarks/device/e2e.sh qwen
+  step "$q" e2e-nemotron 300 600 env BUDGET_S=580 bash benchmarks/device/e2e.sh nemotron
 }
 
 queue_b() {
   local q=$1
-  # issue 4: the 0-JIT check now includes our DeepSeek-V3 TP8 file (tuned after the 2026-11-30 check)
-  step "$q" aotcheck 180 300 bash kernels/device/tune_and_bench.sh aotcheck
-  step "$q" e2e-qwen 300 660 env BUDGET_S=640 bash benchmarks/device/e2e.sh qwen
-  step "$q" e2e-nemotron 300 720 env BUDGET_S=700 bash benchmarks/device/e2e.sh nemotron
-  step "$q" e2e-mixtral 300 840 env BUDGET_S=820 bash benchmarks/device/e2e.sh mixtral
+  step "$q" e2e-mixtral 300 660 env BUDGET_S=640 bash benchmarks/device/e2e.sh mixtral
 }
 
 run_queue() {  # run_queue NAME GPU FUNCTIONS...: a new session (setsid) outlives the device call that starts it

@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import socket
 import sys
 import time
 from collections.abc import Sequence
@@ -20,12 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.e2e import backends as be
-from benchmarks.e2e import report, runner, spec
+from benchmarks.e2e import report, runner, served, spec, tokenizer
 from benchmarks.e2e.logparse import condense
 from benchmarks.sigterm import exit_on_sigterm
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 DEFAULT_SNAPSHOT = RESULTS_DIR / "plans.json"
+SERVED_WORKER = "benchmarks.e2e.served_worker"
 # Rows known to risk a long hang get a short leash of their own (see docs/e2e-bench.md): Mixtral-8x7B FP8
 # static on FlashInfer CUTLASS (auto picks it too) did not start within 420 s on the offline build.
 DEFAULT_TIMEOUTS = {
@@ -54,6 +57,10 @@ class RunArgs:
     plan_snapshot: Path
     plan_gpu: str | None
     dry_run: bool
+    engine: str = "served"  # served: the real server from the plan (what ships); offline: vllm.LLM (old rows)
+    stream_check: dict[str, int] | None = None  # conc, input_len, output_len, reps (plan backend only)
+    start_breakdown: tuple[str, ...] = ()  # backends whose start is also measured warm, copied and baked
+    baked_cache: Path | None = None  # a `kernels.aot bake` output: the image's baked Triton cache
 
 
 def _timeout_arg(text: str) -> tuple[str, float]:
@@ -91,7 +98,19 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=_timeout_arg, action="append", default=[], help="MODEL:BACKEND=SECONDS")
     p.add_argument("--warm-restart", default="", help="backends whose warm-cache restart is timed, or 'all'")
     p.add_argument("--layers", type=int, default=None, help="fewer decoder layers, only if memory forbids")
-    p.add_argument("--compile", dest="compile_mode", choices=("none", "default", "eager"), default="none")
+    p.add_argument("--engine", choices=("served", "offline"), default="served",
+                   help="served (default): `python -m entrypoint serve`'s own argv and env, measured over HTTP; "
+                        "offline: vllm.LLM in-process (how the rows before 2026-12 were measured)")  # fmt: skip
+    p.add_argument("--compile", dest="compile_mode", choices=("default", "none", "eager"), default="default",
+                   help="default: vLLM's own (torch.compile + CUDA graphs: what `serve` runs); none: "
+                        "no torch.compile, decode-only CUDA graphs (a comparison row, NOT what ships); "
+                        "eager: offline only")  # fmt: skip
+    p.add_argument("--stream-check", default="", metavar="CONC:IN:OUT:REPS",
+                   help="on the plan engine: LMI jsonlines vs OpenAI SSE on /invocations vs /v1/completions, "
+                        "e.g. 64:512:256:3 (served engine only)")  # fmt: skip
+    p.add_argument("--start-breakdown", default="", help="backends whose start is also timed warm, from copied "
+                   "caches and from --baked-cache (served engine only), e.g. plan")  # fmt: skip
+    p.add_argument("--baked-cache", type=Path, default=None, help="a `python -m kernels.aot bake` cache folder")
     p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     p.add_argument("--max-num-seqs", type=int, default=0, help="default: the largest concurrency")
     p.add_argument("--engine-arg", type=_engine_arg, action="append", default=[], help="KEY=JSON for LLM()")
@@ -127,6 +146,14 @@ def parse_run_args(argv: Sequence[str]) -> RunArgs:
         if unknown:
             raise ValueError(f"--warm-restart: unknown {unknown}; accepted: {', '.join(be.BACKENDS)} or all")
         max_conc = max((*conc, *long_conc))
+        breakdown = tuple(b.strip() for b in ns.start_breakdown.split(",") if b.strip())
+        if [b for b in breakdown if b not in be.BACKENDS]:
+            raise ValueError(f"--start-breakdown: {ns.start_breakdown!r}; accepted: {', '.join(be.BACKENDS)}")
+        stream_check = parse_stream_check(ns.stream_check) if ns.stream_check else None
+        if ns.engine == "served" and ns.compile_mode == "eager":
+            raise ValueError("--compile eager: the served engine takes default or none")
+        if ns.engine == "offline" and (breakdown or stream_check):
+            raise ValueError("--start-breakdown and --stream-check need --engine served")
         if ns.max_num_seqs and ns.max_num_seqs < max_conc:
             raise ValueError(f"--max-num-seqs: {ns.max_num_seqs} is below the largest concurrency {max_conc}")
     except ValueError as exc:
@@ -151,7 +178,18 @@ def parse_run_args(argv: Sequence[str]) -> RunArgs:
         plan_snapshot=ns.plan_snapshot,
         plan_gpu=ns.plan_gpu,
         dry_run=ns.dry_run,
+        engine=ns.engine,
+        stream_check=stream_check,
+        start_breakdown=breakdown,
+        baked_cache=ns.baked_cache,
     )
+
+
+def parse_stream_check(text: str) -> dict[str, int]:
+    parts = text.split(":")
+    if len(parts) != 4 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise ValueError(f"--stream-check {text!r}: expected CONC:IN:OUT:REPS, positive integers (e.g. 64:512:256:3)")
+    return dict(zip(("conc", "input_len", "output_len", "reps"), map(int, parts), strict=True))
 
 
 def job_timeout(args: RunArgs, model: str, backend: str) -> float:
@@ -217,6 +255,7 @@ def execute(args: RunArgs) -> int:
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     rows: list[dict[str, Any]] = []
     raw: list[dict[str, Any]] = []
+    stream_rows: list[dict[str, Any]] = []
     engines_log = args.out_dir / "engines.log"
     engines_log.write_text("")
     fi_base = args.work_dir / "flashinfer"
@@ -240,6 +279,9 @@ def execute(args: RunArgs) -> int:
                     "wall_s": result.wall_s, "milestones": result.log.milestones,
                     "autotuner_ops": list(result.log.autotuner_ops), "error": result.error,
                     "samples": result.samples})  # fmt: skip
+        if any(e.get("event") == "stream_check" for e in result.events):
+            stream_rows += report.stream_rows(j.model, result)
+            report.write_stream_rows(stream_rows, args.out_dir / "stream_check.csv")
         rows += report.build_rows(
             model=j.model, layers=layers, layers_real=layers_real, setup=j.setup, result=result,
             warm_start_s=warm_s, workloads=args.workloads, compile_mode=args.compile_mode, timestamp=stamp,
@@ -273,36 +315,135 @@ def _run_engine(
     env = runner.engine_env(os.environ, j.setup, cache, {}, args.work_dir / "flashinfer")
     timeout = max(30.0, min(job_timeout(args, label, backend), budget.left() - 10))
     max_model_len = max(w.input_len + w.output_len for w in args.workloads) + 16
+    print(f"e2e: {label} {backend}: starting (timeout {timeout:.0f} s, {budget.left():.0f} s of budget left)")
+    if args.engine == "served":
+        stream = args.stream_check if backend == "plan" else None
+        result = _served(args, j, run_dir, env, cache, timeout, max_model_len, "cold", False, stream, engines_log)
+    else:
+        job = _offline_job(args, j, run_dir, max_model_len, timeout)
+        result = _one(job, env, timeout, args.work_dir / f"{label}.{backend}.cold.log", engines_log, "cold")
+    start = "–" if result.start_s is None else f"{result.start_s:.1f}"
+    print(f"e2e: {label} {backend}: {result.status}, start {start} s, vLLM ran {result.log.moe_backend}")
+    warm_s = None
+    if backend in args.warm_restart and result.start_s is not None and budget.allows(start_est / 2 + 30):
+        warm_timeout = max(30.0, min(job_timeout(args, label, backend), budget.left() - 10))
+        if args.engine == "served":
+            warm = _served(args, j, run_dir, env, cache, warm_timeout, max_model_len, "warm", True, None, engines_log)
+        else:
+            warm_job = {**_offline_job(args, j, run_dir, max_model_len, warm_timeout), "start_only": True,
+                        "result_path": str(args.work_dir / f"{label}.{backend}.warm.jsonl")}  # fmt: skip
+            Path(warm_job["result_path"]).unlink(missing_ok=True)
+            warm = _one(warm_job, env, warm_timeout, args.work_dir / f"{label}.{backend}.warm.log", engines_log, "warm")
+        warm_s = warm.start_s
+    if backend in args.start_breakdown and result.start_s is not None:
+        _start_breakdown(args, j, run_dir, cache, result, max_model_len, budget, engines_log)
+    return result, warm_s
+
+
+def _offline_job(args: RunArgs, j: PlannedJob, run_dir: Path, max_model_len: int, timeout: float) -> dict[str, Any]:
     job = {
         "model_dir": str(run_dir), "engine_kwargs": {**j.setup.engine_kwargs(), **args.engine_args},
         "workloads": [[w.input_len, w.output_len, w.conc] for w in args.workloads], "reps": args.reps,
         "start_only": False, "max_num_seqs": args.max_num_seqs, "max_model_len": max_model_len,
         "compile": args.compile_mode, "gpu_memory_utilization": args.gpu_memory_utilization,
         "vocab_size": j.config.get("vocab_size", 32000), "soft_deadline": time.time() + timeout - 20,
-        "result_path": str(args.work_dir / f"{label}.{backend}.cold.jsonl"),
+        "result_path": str(args.work_dir / f"{j.model}.{j.setup.backend}.cold.jsonl"),
     }  # fmt: skip
     Path(job["result_path"]).unlink(missing_ok=True)
-    print(f"e2e: {label} {backend}: starting (timeout {timeout:.0f} s, {budget.left():.0f} s of budget left)")
-    result = _one(job, env, timeout, args.work_dir / f"{label}.{backend}.cold.log", engines_log, "cold")
-    start = "–" if result.start_s is None else f"{result.start_s:.1f}"
-    print(f"e2e: {label} {backend}: {result.status}, start {start} s, vLLM ran {result.log.moe_backend}")
-    warm_s = None
-    if backend in args.warm_restart and result.start_s is not None and budget.allows(start_est / 2 + 30):
-        warm_job = {**job, "start_only": True, "result_path": str(args.work_dir / f"{label}.{backend}.warm.jsonl")}
-        Path(warm_job["result_path"]).unlink(missing_ok=True)
-        warm_timeout = max(30.0, min(job_timeout(args, label, backend), budget.left() - 10))
-        warm = _one(warm_job, env, warm_timeout, args.work_dir / f"{label}.{backend}.warm.log", engines_log, "warm")
-        warm_s = warm.start_s
-    return result, warm_s
+    return job
 
 
-def _one(job: dict[str, Any], env: dict[str, str], timeout: float, log: Path, engines_log: Path, tag: str):
-    status, wall = runner.run_job(job, env, log, timeout)
+def _served(
+    args: RunArgs,
+    j: PlannedJob,
+    run_dir: Path,
+    env: dict[str, str],
+    cache: Path,
+    timeout: float,
+    max_model_len: int,
+    tag: str,
+    start_only: bool,
+    stream_check: dict[str, int] | None,
+    engines_log: Path,
+) -> runner.JobResult:
+    """One start of the served engine (python -m entrypoint serve's argv and env), measured unless start_only."""
+    model_dir = tokenizer.prepare_model_dir(run_dir, args.work_dir)
+    port = _free_port()
+    options = served.bench_options(
+        max_model_len=max_model_len, max_num_seqs=args.max_num_seqs,
+        gpu_memory_utilization=args.gpu_memory_utilization, compile_mode=args.compile_mode,
+    )  # fmt: skip
+    cmd = served.served_command(model_dir, j.setup, env, port=port, options=options, gpu=args.plan_gpu)
+    stem = f"{j.model}.{j.setup.backend}.{tag}"
+    job = {
+        "argv": list(cmd.argv), "served_model": str(model_dir), "port": port,
+        "server_log": str(args.work_dir / f"{stem}.server.log"), "cache_dirs": [str(cache)],
+        "vocab_size": j.config.get("vocab_size", 32000), "reps": args.reps, "start_only": start_only,
+        "workloads": [[w.input_len, w.output_len, w.conc] for w in args.workloads],
+        "soft_deadline": time.time() + timeout - 20, "result_path": str(args.work_dir / f"{stem}.jsonl"),
+        "stream_check": stream_check, "first_request_len": min(512, max_model_len - 8),
+    }  # fmt: skip
+    Path(job["result_path"]).unlink(missing_ok=True)
+    status, wall = runner.run_job(job, cmd.env, args.work_dir / f"{stem}.log", timeout, worker=SERVED_WORKER)
+    return _collected(job, status, wall, args.work_dir / f"{stem}.log", engines_log, tag)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _start_breakdown(
+    args: RunArgs,
+    j: PlannedJob,
+    run_dir: Path,
+    cache: Path,
+    cold: runner.JobResult,
+    max_model_len: int,
+    budget: runner.Budget,
+    engines_log: Path,
+) -> None:
+    """The served start from: empty caches (the cold run), the same caches again (warm), those caches copied to
+    a new path (can a cache made elsewhere be baked into an image?), and today's image (empty caches plus the
+    baked Triton cache). One row each in start_breakdown.csv."""
+    rows = [report.start_row(j.model, j.setup.backend, "empty", cold, args.compile_mode)]
+    copied = cache.with_name(cache.name + "-copied")
+    if copied.exists():
+        shutil.rmtree(copied)
+    shutil.copytree(cache, copied, symlinks=True)
+    baked = cache.with_name(cache.name + "-baked")
+    runner.reset_cache(baked)
+    modes = [("warm", cache, {}), ("copied", copied, {})]
+    if args.baked_cache is not None:
+        image_env = {"TRITON_CACHE_MANAGER": "kernels.aot:BakedFirstCacheManager",
+                     "MOE_BAKED_TRITON_CACHE": str(args.baked_cache)}  # fmt: skip
+        modes.append(("baked", baked, image_env))
+    for mode, where, extra in modes:
+        if not budget.allows(runner.estimate_start_s(j.model, j.setup) + 30):
+            print(f"e2e: {j.model} {j.setup.backend}: start breakdown stops before {mode}: budget")
+            break
+        env = runner.engine_env(os.environ, j.setup, where, extra, args.work_dir / "flashinfer")
+        timeout = max(30.0, min(job_timeout(args, j.model, j.setup.backend), budget.left() - 10))
+        result = _served(args, j, run_dir, env, where, timeout, max_model_len, mode, True, None, engines_log)
+        rows.append(report.start_row(j.model, j.setup.backend, mode, result, args.compile_mode))
+        print(f"e2e: {j.model} {j.setup.backend}: start from {mode}: {result.start_s} s")
+    report.append_start_rows(rows, args.out_dir / "start_breakdown.csv")
+
+
+def _collected(
+    job: dict[str, Any], status: str, wall: float, log: Path, engines_log: Path, tag: str
+) -> runner.JobResult:
     text = log.read_text(errors="replace") if log.is_file() else ""
     with engines_log.open("a") as f:
         f.write(f"\n===== {Path(job['result_path']).stem} ({tag}): {status} after {wall:.0f} s =====\n")
         f.write(condense(text))
     return runner.collect(status, runner.read_events(Path(job["result_path"])), text, wall)
+
+
+def _one(job: dict[str, Any], env: dict[str, str], timeout: float, log: Path, engines_log: Path, tag: str):
+    status, wall = runner.run_job(job, env, log, timeout)
+    return _collected(job, status, wall, log, engines_log, tag)
 
 
 def report_main(argv: Sequence[str]) -> int:

@@ -38,6 +38,7 @@ class EngineLog:
     tuned_config_files: tuple[str, ...] = ()
     milestones: list[str] = field(default_factory=list)
     autotuner_ops: tuple[str, ...] = ()
+    durations: dict[str, float] = field(default_factory=dict)  # start_durations(): the parts of the start
 
     @property
     def last_milestone(self) -> str:
@@ -56,6 +57,7 @@ def parse_engine_log(text: str) -> EngineLog:
     log.tuned_config_files = tuple(dict.fromkeys(TUNED_CONFIG_RE.findall(text)))
     log.autotuner_ops = tuple(dict.fromkeys(AUTOTUNER_OP_RE.findall(text)))
     log.milestones = [name for name, pattern in MILESTONES if pattern.search(text)]
+    log.durations = start_durations(text)
     return log
 
 
@@ -74,3 +76,27 @@ def condense(text: str, head: int = 30, tail: int = 120, max_middle: int = 200) 
     middle = [line for line in lines[head:-tail] if _KEEP_RE.search(line)][-max_middle:]
     dropped = len(lines) - head - tail - len(middle)
     return "\n".join([*lines[:head], f"[... {dropped} lines dropped ...]", *middle, *lines[-tail:]]) + "\n"
+
+
+# Seconds vLLM reports for the parts of a start (0.26 and 0.32 spellings); "sum" adds every occurrence
+# (one line per compiled graph / range), "first" keeps the first.
+START_DURATIONS: tuple[tuple[str, re.Pattern[str], str], ...] = (
+    ("weights_s", re.compile(r"(?:Loading weights|Initializing model) took ([\d.]+) ?s"), "first"),
+    ("model_load_s", re.compile(r"Model loading took [\d.]+ GiB(?: memory)? and ([\d.]+) ?s"), "first"),
+    ("dynamo_s", re.compile(r"Dynamo bytecode transform time: ([\d.]+) ?s"), "sum"),
+    ("graph_compile_s", re.compile(r"Compiling a graph for .*? takes ([\d.]+) ?s"), "sum"),
+    ("compiled_graph_load_s", re.compile(r"Directly load the compiled graph\(s\) for .*? took ([\d.]+) ?s"), "sum"),
+    ("torch_compile_total_s", re.compile(r"torch\.compile (?:takes|took) ([\d.]+) ?s"), "sum"),
+    ("cuda_graphs_s", re.compile(r"Graph capturing finished in ([\d.]+) ?sec"), "sum"),
+    ("init_engine_s", re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) ?s"), "first"),
+)
+
+
+def start_durations(text: str) -> dict[str, float]:
+    """The start's parts, in seconds, as vLLM logged them (absent parts are left out)."""
+    found: dict[str, float] = {}
+    for name, pattern, how in START_DURATIONS:
+        values = [float(v) for v in pattern.findall(text)]
+        if values:
+            found[name] = round(sum(values) if how == "sum" else values[0], 2)
+    return found

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import math
+import statistics
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -247,3 +248,78 @@ def write_outputs(rows: list[dict[str, Any]], out_dir: Path, stem: str = "h200_e
     write_csv(rows, written[0])
     written[1].write_text(markdown_table(rows))
     return written
+
+
+START_COLUMNS = (
+    "model", "backend", "mode", "status", "start_s", "first_request_s", "weights_s", "model_load_s", "dynamo_s",
+    "graph_compile_s", "compiled_graph_load_s", "torch_compile_total_s", "cuda_graphs_s", "init_engine_s",
+    "flashinfer_autotune", "triton_compiled_at_start", "triton_compiled_kernels", "moe_backend_logged", "compile",
+    "vllm", "torch", "triton", "flashinfer", "gpu", "error",
+)  # fmt: skip
+
+
+def start_row(model: str, backend: str, mode: str, result: JobResult, compile_mode: str) -> dict[str, Any]:
+    """One start of the served engine, broken down (mode: empty / warm / copied / baked caches)."""
+    first = next((e for e in result.events if e.get("event") == "first_request"), {})
+    compiled = first.get("triton_compiled_at_start") or {}
+    return {
+        "model": model, "backend": backend, "mode": mode, "status": result.status, "start_s": result.start_s,
+        "first_request_s": first.get("seconds"), **result.log.durations,
+        "flashinfer_autotune": "flashinfer_autotune_started" in result.log.milestones,
+        "triton_compiled_at_start": sum(compiled.values()),
+        "triton_compiled_kernels": ";".join(f"{k}x{v}" for k, v in compiled.items()),
+        "moe_backend_logged": result.log.moe_backend or "", "compile": compile_mode,
+        **{k: result.versions.get(k, "") for k in ("vllm", "torch", "triton", "flashinfer", "gpu")},
+        "error": result.error,
+    }  # fmt: skip
+
+
+def append_start_rows(rows: Sequence[dict[str, Any]], path: Path) -> None:
+    new = not path.is_file()
+    with path.open("a", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=START_COLUMNS, extrasaction="ignore")
+        if new:
+            writer.writeheader()
+        writer.writerows(rows)
+
+
+STREAM_BASELINE = "openai_sse_v1_completions"
+STREAM_COLUMNS = (
+    "model", "way", "conc", "input_len", "output_len", "reps", "output_tps_median", "decode_tps_median",
+    "ratio_vs_v1_median", "ratio_vs_v1_min", "ratio_vs_v1_max", "api_server_cpu_ms_per_token_median", "failed",
+    "vllm", "gpu",
+)  # fmt: skip
+
+
+def stream_rows(model: str, result: JobResult) -> list[dict[str, Any]]:
+    """The streaming-at-load check: per way, output tok/s and its ratio to plain /v1/completions SSE, paired
+    rep by rep (the three ways ran interleaved on one engine, so each rep's ratio shares its conditions)."""
+    events = [e for e in result.events if e.get("event") == "stream_check"]
+    by_way: dict[str, dict[int, dict[str, Any]]] = {}
+    for e in events:
+        by_way.setdefault(e["way"], {})[e["rep"]] = e
+    baseline = by_way.get(STREAM_BASELINE, {})
+    rows = []
+    for way, reps in by_way.items():
+        tps = {rep: e["output_tokens"] / e["wall_s"] for rep, e in reps.items()}
+        paired = [tps[r] / (baseline[r]["output_tokens"] / baseline[r]["wall_s"]) for r in tps if r in baseline]
+        decode = [sample_from_event(e).decode_tps for e in reps.values()]
+        cpu = [e["api_server_cpu_ms_per_token"] for e in reps.values() if e.get("api_server_cpu_ms_per_token")]
+        first = next(iter(reps.values()))
+        rows.append({
+            "model": model, "way": way, "conc": first["conc"], "input_len": first["input_len"],
+            "output_len": first["output_len"], "reps": len(reps), "output_tps_median": statistics.median(tps.values()),
+            "decode_tps_median": statistics.median(decode), "ratio_vs_v1_median": statistics.median(paired),
+            "ratio_vs_v1_min": min(paired), "ratio_vs_v1_max": max(paired),
+            "api_server_cpu_ms_per_token_median": statistics.median(cpu) if cpu else None,
+            "failed": sum(e["failed"] for e in reps.values()),
+            "vllm": result.versions.get("vllm", ""), "gpu": result.versions.get("gpu", ""),
+        })  # fmt: skip
+    return rows
+
+
+def write_stream_rows(rows: Sequence[dict[str, Any]], path: Path) -> None:
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=STREAM_COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)

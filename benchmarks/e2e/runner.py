@@ -38,6 +38,7 @@ class JobResult:
     import_s: float | None = None
     versions: dict[str, str] = field(default_factory=dict)
     samples: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)  # every event, for what only some workers emit
     log: EngineLog = field(default_factory=EngineLog)
     error: str = ""
     wall_s: float = 0.0
@@ -69,14 +70,15 @@ def run_job(
     log_path: Path,
     timeout_s: float,
     python: str = sys.executable,
+    worker: str = "benchmarks.e2e.worker",
 ) -> tuple[str, float]:
-    """Start the worker in its own session; returns (ok|failed|timeout, wall seconds)."""
+    """Start the worker (module `worker`) in its own session; returns (ok|failed|timeout, wall seconds)."""
     job_path = Path(job["result_path"]).with_suffix(".job.json")
     job_path.write_text(json.dumps(job, indent=2))
     t0 = time.monotonic()
     with log_path.open("w") as log:
         proc = subprocess.Popen(
-            [python, "-m", "benchmarks.e2e.worker", str(job_path)],
+            [python, "-m", worker, str(job_path)],
             cwd=REPO_ROOT,
             env=dict(env),
             stdout=log,
@@ -142,7 +144,7 @@ def read_events(path: Path) -> list[dict[str, Any]]:
 
 
 def collect(status: str, events: list[dict[str, Any]], log_text: str, wall_s: float) -> JobResult:
-    result = JobResult(status=status, log=parse_engine_log(log_text), wall_s=wall_s)
+    result = JobResult(status=status, log=parse_engine_log(log_text), wall_s=wall_s, events=list(events))
     for ev in events:
         kind = ev.get("event")
         if kind == "versions":

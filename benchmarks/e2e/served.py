@@ -1,0 +1,110 @@
+"""The served configuration: the exact command and environment `python -m entrypoint serve` would exec.
+
+A benchmark row is what a user runs, so the engine is built the way the image builds it: the image's default
+serving.properties, then the benchmark's own needs given as `OPTION_*` variables (as a SageMaker user sets
+them), resolved by `entrypoint.planning.build_plan`, turned into argv and environment by the same
+`entrypoint.serve` functions that `serve` execs. The benchmark's needs are only these:
+- `load_format=dummy` (random weights: the bundled models are config files),
+- `max_model_len` and `max_rolling_batch_size` (the workload's longest request, its largest concurrency),
+- `gpu_memory_utilization`,
+- with `--compile none` only (labelled "not what ships"): a compilation config without torch.compile.
+Everything else (torch.compile with vLLM's defaults, CUDA graphs, async scheduling, prefix caching, the LMI
+middleware, the tuned-config folder) is what `serve` runs.
+
+The comparison rows change the plan's MoE backend switch and nothing else: `auto` drops `--moe-backend`
+(vLLM's own choice), `triton` is `--moe-backend triton` on vLLM's default tiles (what LMI v28/v29 run), ...
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.e2e.backends import REPO_ROOT, TUNED_ENV, EngineSetup
+
+IMAGE_DEFAULT_PROPERTIES = REPO_ROOT / "serving.properties"
+MOE_FLAG = "--moe-backend"
+# Without torch.compile, full CUDA graphs for decode only (the setting of the first H200 figures).
+COMPILE_NONE = {"mode": 0, "cudagraph_mode": "FULL_DECODE_ONLY"}
+SERVED_COMPILE_MODES = ("default", "none")
+
+
+@dataclass(frozen=True)
+class ServedCommand:
+    argv: tuple[str, ...]  # python -m entrypoint.serve serve <plan argv>
+    env: dict[str, str]  # the plan's environment over the base one, minus what the row unsets
+    moe_backend: str  # what --moe-backend says ("auto" when absent)
+    plan_moe_backend: str  # what the resolver chose
+    reasons: tuple[str, ...]
+
+
+def bench_options(
+    *, max_model_len: int, max_num_seqs: int, gpu_memory_utilization: float, compile_mode: str
+) -> dict[str, str]:
+    """The benchmark's needs as OPTION_* variables (the names a SageMaker user sets)."""
+    if compile_mode not in SERVED_COMPILE_MODES:
+        raise ValueError(f"compile mode {compile_mode!r}: the served engine takes {', '.join(SERVED_COMPILE_MODES)}")
+    options = {
+        "OPTION_LOAD_FORMAT": "dummy",
+        "OPTION_MAX_MODEL_LEN": str(max_model_len),
+        "OPTION_MAX_ROLLING_BATCH_SIZE": str(max_num_seqs),
+        "OPTION_GPU_MEMORY_UTILIZATION": str(gpu_memory_utilization),
+    }
+    if compile_mode == "none":
+        config = {**COMPILE_NONE, "max_cudagraph_capture_size": max_num_seqs}
+        options["OPTION_COMPILATION_CONFIG"] = json.dumps(config, separators=(",", ":"))
+    return options
+
+
+def with_moe_backend(argv: tuple[str, ...], backend: str | None) -> tuple[str, ...]:
+    """argv with its `--moe-backend X` replaced by `backend` (None: removed, vLLM chooses)."""
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg == MOE_FLAG:
+            skip = True
+            continue
+        if arg.startswith(MOE_FLAG + "="):
+            continue
+        out.append(arg)
+    if backend is not None:
+        out += [MOE_FLAG, backend]
+    return tuple(out)
+
+
+def moe_backend_of(argv: tuple[str, ...]) -> str:
+    for i, arg in enumerate(argv):
+        if arg == MOE_FLAG and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(MOE_FLAG + "="):
+            return arg.split("=", 1)[1]
+    return "auto"
+
+
+def served_command(
+    model_dir: Path,
+    setup: EngineSetup,
+    environ: Mapping[str, str],
+    *,
+    port: int,
+    options: Mapping[str, str],
+    gpu: str | None = None,
+) -> ServedCommand:
+    """The row's server: the plan `serve` would run for this model, with the row's MoE backend switch."""
+    from entrypoint.planning import build_plan
+    from entrypoint.serve import vllm_command, vllm_environment
+
+    base = {**environ, "MOE_SERVING_DEFAULT_PROPERTIES": str(IMAGE_DEFAULT_PROPERTIES), **options}
+    plan = build_plan(model=str(model_dir), environ=base, host="127.0.0.1", port=port, gpu=gpu)
+    argv = tuple(vllm_command(plan))
+    env = vllm_environment(plan, base)
+    if setup.backend != "plan":
+        argv = with_moe_backend(argv, setup.moe_backend)
+        env = {k: v for k, v in env.items() if k not in setup.unset_env and k != TUNED_ENV}
+        env.update(setup.env)
+    return ServedCommand(argv, env, moe_backend_of(argv), plan.moe_backend, plan.reasons)

@@ -1,0 +1,224 @@
+"""One served engine: start the real server exactly as `serve` execs it, measure it over HTTP, stop it.
+
+Run by the runner as ``python -m benchmarks.e2e.served_worker JOB.json`` in a process group of its own (a job
+past its timeout is killed with its server). The job carries the server's argv (from
+benchmarks.e2e.served.served_command); this process's environment is the server's. Events go to the job's
+JSON-lines file as soon as they are known (the same events as the offline worker, plus the start breakdown,
+the Triton compile counts and the streaming-at-load check), so a killed job leaves what it finished.
+
+Phases: start (until /health answers 200) → first request (`first_request_len` tokens in, 1 out) → compile count →
+unless
+`start_only`: warm-up, the workloads × reps, the streaming check (`stream_check`), the seeded top-p probe
+(sampling variants that compile on first use), compile count again → SIGTERM. The server's log is copied to
+this process's stdout at the end, where the runner parses it.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import http.client
+import importlib.metadata
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.e2e.httpload import run_batch
+from benchmarks.e2e.jitcount import compiled_kernels
+from benchmarks.e2e.tokenizer import words
+from benchmarks.e2e.worker import EventLog
+
+faulthandler.register(signal.SIGUSR1, all_threads=True)
+COMPLETIONS = "/v1/completions"
+INVOCATIONS = "/invocations"
+
+
+def versions() -> dict[str, str]:
+    found = {}
+    for key, dist in (("vllm", "vllm"), ("torch", "torch"), ("triton", "triton"), ("flashinfer", "flashinfer-python")):
+        try:
+            found[key] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            found[key] = "absent"
+    try:
+        smi = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True
+        )
+        found["gpu"] = smi.stdout.splitlines()[0].strip() if smi.returncode == 0 and smi.stdout.strip() else "cpu"
+    except OSError:
+        found["gpu"] = "cpu"
+    return found
+
+
+def health(port: int) -> int | None:
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+        conn.request("GET", "/health")
+        return conn.getresponse().status
+    except OSError:
+        return None
+
+
+def wait_ready(server: subprocess.Popen[bytes], port: int, deadline: float) -> float:
+    t0 = time.perf_counter()
+    while time.time() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"the server exited with {server.returncode} before /health answered 200")
+        if health(port) == 200:
+            return time.perf_counter() - t0
+        time.sleep(0.25)
+    raise TimeoutError("no /health 200 before the job's deadline")
+
+
+def completion_body(model: str, ids: list[int], output_len: int, **sampling: Any) -> dict[str, Any]:
+    sampling = sampling or {"temperature": 0.0}
+    return {"model": model, "prompt": ids, "max_tokens": output_len, "min_tokens": output_len, "ignore_eos": True,
+            "stream": True, "stream_options": {"include_usage": True}, **sampling}  # fmt: skip
+
+
+def lmi_body(ids: list[int], output_len: int) -> dict[str, Any]:
+    return {"inputs": words(ids), "parameters": {"max_new_tokens": output_len, "ignore_eos_token": True,
+                                                 "do_sample": False}, "stream": True}  # fmt: skip
+
+
+class Prompts:
+    def __init__(self, vocab: int, seed: int = 1234) -> None:
+        self.rng = random.Random(seed)
+        self.vocab = vocab
+
+    def ids(self, n: int) -> list[int]:
+        # Away from the special tokens at both ends of the vocabulary.
+        return [self.rng.randrange(100, self.vocab - 100) for _ in range(n)]
+
+
+def stop(server: subprocess.Popen[bytes]) -> int:
+    if server.poll() is None:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+    return server.returncode
+
+
+def measure(job: dict[str, Any], events: EventLog, port: int, prompts: Prompts) -> bool:
+    """Warm-up, then every workload × rep; False when the soft deadline cut it short."""
+    model, deadline = job["served_model"], float(job["soft_deadline"])
+    workloads = [tuple(w) for w in job["workloads"]]
+    t_warm = time.perf_counter()
+    for input_len, conc in dict.fromkeys((w[0], w[2]) for w in workloads):
+        run_batch(port, COMPLETIONS, [completion_body(model, prompts.ids(input_len), 8) for _ in range(conc)], "sse")
+    events.emit("warmup", seconds=time.perf_counter() - t_warm)
+    for rep in range(int(job["reps"])):
+        for input_len, output_len, conc in workloads:
+            if time.time() > deadline:
+                return False
+            bodies = [completion_body(model, prompts.ids(input_len), output_len) for _ in range(conc)]
+            results, wall = run_batch(port, COMPLETIONS, bodies, "sse")
+            failed = [r.error or str(r.status) for r in results if r.status != 200 or r.error]
+            if failed:
+                raise RuntimeError(f"{len(failed)} of {conc} requests failed: {failed[0]}")
+            events.emit("sample", rep=rep, input_len=input_len, output_len=output_len, conc=conc, wall_s=wall,
+                        requests=[r.timing() for r in results],
+                        output_tokens=sum(r.num_output_tokens for r in results))  # fmt: skip
+    return True
+
+
+def server_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of the API server process (the engine core is another process)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])
+    return ticks / 100.0
+
+
+def stream_check(job: dict[str, Any], events: EventLog, port: int, prompts: Prompts, pid: int) -> None:
+    """conc streams × N tokens three ways, interleaved per rep: LMI jsonlines and OpenAI SSE on /invocations,
+    plain /v1/completions SSE. Same engine, same run: the ratios say what the LMI layer costs at load."""
+    conc, input_len, output_len, reps = (
+        int(job["stream_check"][k]) for k in ("conc", "input_len", "output_len", "reps")
+    )
+    model = job["served_model"]
+    ways = {
+        "lmi_jsonlines_invocations": (INVOCATIONS, "jsonlines", lambda ids: lmi_body(ids, output_len)),
+        "openai_sse_invocations": (INVOCATIONS, "sse", lambda ids: completion_body(model, ids, output_len)),
+        "openai_sse_v1_completions": (COMPLETIONS, "sse", lambda ids: completion_body(model, ids, output_len)),
+    }
+    for rep in range(reps):
+        for way, (path, wire, make) in ways.items():
+            before = server_cpu_s(pid)
+            results, wall = run_batch(port, path, [make(prompts.ids(input_len)) for _ in range(conc)], wire)
+            cpu = server_cpu_s(pid) - before
+            bad = [r.error or str(r.status) for r in results if r.status != 200 or r.error]
+            tokens = sum(r.num_output_tokens for r in results)
+            events.emit("stream_check", rep=rep, way=way, conc=conc, input_len=input_len, output_len=output_len,
+                        wall_s=wall, output_tokens=tokens, requests=[r.timing() for r in results],
+                        api_server_cpu_ms_per_token=1000 * cpu / tokens if tokens else None,
+                        failed=len(bad), first_error=bad[0] if bad else "")  # fmt: skip
+
+
+def sampler_probe(job: dict[str, Any], port: int, prompts: Prompts) -> int:
+    """Seeded top-p/top-k batches of 8 and more: the sampling variants vLLM compiles on first use."""
+    model, ok = job["served_model"], 0
+    for conc in (8, 16):
+        bodies = [completion_body(model, prompts.ids(32), 4, temperature=0.8, top_p=0.9, top_k=50, seed=i)
+                  for i in range(conc)]  # fmt: skip
+        results, _ = run_batch(port, COMPLETIONS, bodies, "sse")
+        ok += sum(r.status == 200 and not r.error for r in results)
+    return ok
+
+
+def run(job: dict[str, Any]) -> int:
+    events = EventLog(Path(job["result_path"]))
+    events.emit("versions", import_s=0.0, **versions())
+    events.emit("engine_argv", argv=job["argv"])
+    caches = [Path(p) for p in job.get("cache_dirs", [])]
+    baseline = compiled_kernels(caches)
+    port = int(job["port"])
+    server_log = Path(job["server_log"])
+    with server_log.open("wb") as log:
+        server = subprocess.Popen(job["argv"], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        start_s = wait_ready(server, port, float(job["soft_deadline"]))
+        events.emit("engine_started", start_s=start_s)
+        prompts = Prompts(int(job["vocab_size"]))
+        first_body = completion_body(job["served_model"], prompts.ids(int(job["first_request_len"])), 1)
+        results, first_s = run_batch(port, COMPLETIONS, [first_body], "sse")
+        after_start = compiled_kernels(caches)
+        events.emit("first_request", seconds=first_s, status=results[0].status, error=results[0].error,
+                    triton_compiled_at_start=after_start.new_since(baseline))  # fmt: skip
+        complete = True
+        if not job["start_only"]:
+            complete = measure(job, events, port, prompts)
+            if complete and job.get("stream_check"):
+                stream_check(job, events, port, prompts, server.pid)
+            probe_ok = sampler_probe(job, port, prompts)
+            events.emit("serving_compiles", seeded_top_p_requests_ok=probe_ok,
+                        triton_compiled_while_serving=compiled_kernels(caches).new_since(after_start))  # fmt: skip
+        events.emit("done", truncated=not complete)
+        return 0
+    finally:
+        code = stop(server)
+        events.emit("server_stopped", exit_code=code)
+        sys.stdout.write(server_log.read_text(errors="replace"))
+        sys.stdout.flush()
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m benchmarks.e2e.served_worker JOB.json", file=sys.stderr)
+        return 2
+    job = json.loads(Path(argv[0]).read_text())
+    try:
+        return run(job)
+    except Exception as exc:
+        EventLog(Path(job["result_path"])).emit("error", error=f"{type(exc).__name__}: {exc}"[:2000])
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
