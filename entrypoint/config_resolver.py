@@ -70,6 +70,8 @@ def _validate_user_backend(
         close = difflib.get_close_matches(value, caps.moe_backend_values, n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
         raise ConfigError(key, value, f"not a vLLM {caps.version} MoE backend{hint}", accepted)
+    if not model.is_moe:
+        return  # a dense model has no MoE layer: the name is all that can be checked
     family = oracle_family(quant)
     family_values = caps.family_backends.get(family or "")
     if family_values is not None and value not in family_values:
@@ -97,8 +99,7 @@ def _choose_backend(
     key = settings.option_label("moe_backend")
     if not model.is_moe:
         if user != "auto":
-            if gpus.is_cpu or (caps.has_moe_backend_arg and user not in caps.moe_backend_values):
-                _validate_user_backend(user, model, gpus, caps, key)  # raises with the accepted values
+            _validate_user_backend(user, model, gpus, caps, key)  # raises with the accepted values
             return (
                 user,
                 None,

@@ -224,3 +224,21 @@ def test_a_lone_surrogate_in_serving_properties_exits_2_with_a_printable_message
     assert done.returncode == 2
     assert "option.served_model_name='\\ud800'" in done.stderr
     done.stderr.encode("utf-8")  # what a real stderr does with it
+
+
+def test_a_backend_before_0_17_on_a_dense_model_is_a_config_error_not_a_traceback():
+    """Regression: this ended in `KeyError: 'marlin'` (PRE_017_BACKEND_ENV[backend]) instead of exit code 2."""
+    done = run_resolve(
+        "--model",
+        str(FIXTURES / "meta-llama-3.1-8b-instruct-fp8"),
+        "--gpu",
+        "H200",
+        "--vllm-version",
+        "0.16.0",
+        env={"OPTION_MOE_BACKEND": "marlin"},
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert "OPTION_MOE_BACKEND (option.moe_backend)='marlin'" in done.stderr
+    assert "vLLM 0.16.0 has no --moe-backend" in done.stderr
+    assert "Accepted: auto, triton, flashinfer_cutlass, flashinfer_trtllm" in done.stderr
