@@ -23,8 +23,9 @@ from entrypoint.model_types import ModelDescription, WeightDtype
 from entrypoint.plan import Plan
 from entrypoint.rules import RuleContext, first_matching_rule
 from entrypoint.settings import Settings
-from entrypoint.tuned_configs import TunedConfigIndex, moe_partition, tuned_file_name
+from entrypoint.tuned_configs import TunedConfigIndex, tuned_file_name
 from entrypoint.vllm_caps import VllmCapabilities
+from kernels.shapes import moe_partition
 
 MIDDLEWARE = "entrypoint.lmi_middleware.LMIMiddleware"
 TUNED_FOLDER_ENV = "VLLM_TUNED_CONFIG_FOLDER"

@@ -25,13 +25,6 @@ def default_config_dir(environ: Mapping[str, str]) -> Path:
     return Path(environ[CONFIG_DIR_ENV]) if environ.get(CONFIG_DIR_ENV) else CONFIG_DIR
 
 
-def moe_partition(num_experts: int, intermediate: int, tp: int, expert_parallel: bool) -> tuple[int, int]:
-    """(E, N) as vLLM sees them on one GPU: EP splits the experts, TP splits each expert's width."""
-    if expert_parallel:
-        return num_experts // tp, intermediate
-    return num_experts, intermediate // tp
-
-
 @dataclass(frozen=True)
 class TunedConfigIndex:
     """The folder and the file names it holds (read once at start, passed to the pure resolver)."""
