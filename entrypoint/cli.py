@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from entrypoint.errors import ConfigError
-from entrypoint.plan import Plan
+from entrypoint.resolve.plan import Plan
 
 EXIT_CONFIG_ERROR = 2
 log = logging.getLogger("entrypoint")

@@ -2,9 +2,9 @@
 
 A pure function: no I/O, no clock, no environment reads — everything it needs is an argument, so
 the same inputs always give the same plan and every case is a table row in the tests. Order:
-1. engine arguments from the LMI options (entrypoint.engine_args);
+1. engine arguments from the LMI options (entrypoint.resolve.engine_args);
 2. the MoE backend: an explicit `option.moe_backend` (validated, then it wins), else the first rule
-   of entrypoint.rules that matches, else vLLM's own choice (reported, not passed);
+   of entrypoint.resolve.rules that matches, else vLLM's own choice (reported, not passed);
 3. environment: tuned Triton configs, era-specific variables, CPU defaults;
 4. one reason line per automatic decision.
 """
@@ -14,20 +14,20 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping
 
-from entrypoint.backends import backend_support, fp8_scheme, oracle_family, predict_vllm_auto
-from entrypoint.engine_args import EngineArgsResult, build_engine_args, flag
+from entrypoint.config.lmi_options import MOE_KERNEL_VALUES
+from entrypoint.config.settings import Settings
 from entrypoint.errors import ConfigError
-from entrypoint.gpu_types import GpuInventory
-from entrypoint.lmi_options import MOE_KERNEL_VALUES
-from entrypoint.model_types import ModelDescription, WeightDtype
-from entrypoint.plan import Plan
-from entrypoint.rules import RuleContext, first_matching_rule
-from entrypoint.settings import Settings
-from entrypoint.tuned_configs import TunedConfigIndex, tuned_file_name
-from entrypoint.vllm_caps import VllmCapabilities
+from entrypoint.model.types import ModelDescription, WeightDtype
+from entrypoint.resolve.backends import backend_support, fp8_scheme, oracle_family, predict_vllm_auto
+from entrypoint.resolve.engine_args import EngineArgsResult, build_engine_args, flag
+from entrypoint.resolve.gpu_types import GpuInventory
+from entrypoint.resolve.plan import Plan
+from entrypoint.resolve.rules import RuleContext, first_matching_rule
+from entrypoint.resolve.tuned_configs import TunedConfigIndex, tuned_file_name
+from entrypoint.resolve.vllm_caps import VllmCapabilities
 from kernels.shapes import moe_partition
 
-MIDDLEWARE = "entrypoint.lmi_middleware.LMIMiddleware"
+MIDDLEWARE = "entrypoint.lmi.middleware.LMIMiddleware"
 TUNED_FOLDER_ENV = "VLLM_TUNED_CONFIG_FOLDER"
 # Removed in vLLM 0.24 (setting them only logs "Unknown vLLM environment variable").
 LEGACY_FLASHINFER_ENV = (

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import NoReturn
 
-from entrypoint.plan import Plan
+from entrypoint.resolve.plan import Plan
 
 log = logging.getLogger("entrypoint.serve")
 
@@ -81,7 +81,7 @@ def plan_log_lines(plan: Plan) -> list[str]:
 def fetch_if_remote(plan: Plan, environ: Mapping[str, str]) -> Plan:
     if not plan.fetch_model:
         return plan
-    from entrypoint.model_source import download_model
+    from entrypoint.model.sources import download_model
 
     dest = download_dir_for(plan.model, environ)
     log.info("fetching %s into %s (resumes a partial download)", plan.model, dest)
@@ -97,7 +97,7 @@ def run_vllm_cli(args: list[str]) -> int:
     """
     from vllm.entrypoints.cli.main import main as vllm_main
 
-    from entrypoint.lmi_middleware import exit_code
+    from entrypoint.lmi.middleware import exit_code
 
     sys.argv = ["vllm", *args]
     vllm_main()

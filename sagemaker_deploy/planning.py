@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from entrypoint.plan import Plan
-from entrypoint.settings import DEFAULT_PROPERTIES_ENV, DEFAULT_PROPERTIES_PATH
+from entrypoint.config.settings import DEFAULT_PROPERTIES_ENV, DEFAULT_PROPERTIES_PATH
+from entrypoint.resolve.plan import Plan
 from sagemaker_deploy.instances import accelerators_for
 
 # The vLLM the image pins (Dockerfile ARG VLLM_VERSION; tests/test_dockerfile.py keeps them equal):

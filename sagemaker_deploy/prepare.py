@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from entrypoint.config.settings import read_properties
 from entrypoint.errors import ConfigError
-from entrypoint.plan import Plan
-from entrypoint.settings import read_properties
+from entrypoint.resolve.plan import Plan
 from sagemaker_deploy.environment import check_env_limits, properties_to_env
 from sagemaker_deploy.planning import plan_for_instance
 from sagemaker_deploy.requests import Deployment

@@ -7,29 +7,29 @@ from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
+from entrypoint.config.settings import Settings
 from entrypoint.config_resolver import resolve
 from entrypoint.errors import ConfigError
-from entrypoint.gpu import simulate_gpus
-from entrypoint.model_types import (
+from entrypoint.model.types import (
     ActivationScheme as A,
 )
-from entrypoint.model_types import (
+from entrypoint.model.types import (
     Granularity as G,
 )
-from entrypoint.model_types import (
+from entrypoint.model.types import (
     ModelDescription,
     MoEShape,
     Quantization,
 )
-from entrypoint.model_types import (
+from entrypoint.model.types import (
     QuantFamily as F,
 )
-from entrypoint.model_types import (
+from entrypoint.model.types import (
     WeightDtype as W,
 )
-from entrypoint.settings import Settings
-from entrypoint.tuned_configs import TunedConfigIndex
-from entrypoint.vllm_caps import load_snapshot
+from entrypoint.resolve.gpu import simulate_gpus
+from entrypoint.resolve.tuned_configs import TunedConfigIndex
+from entrypoint.resolve.vllm_caps import load_snapshot
 
 CAPS = load_snapshot("0.26.0")
 QWEN3_MOE = MoEShape(num_experts=128, top_k=8, hidden_size=2048, expert_intermediate_size=768)
@@ -322,7 +322,7 @@ def test_the_plan_always_binds_the_sagemaker_port_and_installs_the_middleware():
     args = list(plan.vllm_args)
     assert args[0] == "/m"
     assert args[args.index("--port") + 1] == "9000"
-    assert args[args.index("--middleware") + 1] == "entrypoint.lmi_middleware.LMIMiddleware"
+    assert args[args.index("--middleware") + 1] == "entrypoint.lmi.middleware.LMIMiddleware"
 
 
 def test_an_s3_model_is_marked_for_download():
@@ -378,7 +378,7 @@ def test_any_option_set_gives_argv_elements_and_a_validated_backend_or_a_config_
         assert value in CAPS.moe_backend_values
         assert value == plan.moe_backend
         # Validated: the predicate for this scheme on this GPU accepts it.
-        from entrypoint.backends import backend_support
+        from entrypoint.resolve.backends import backend_support
 
         sm = simulate_gpus(gpu).sm
         assert gpu == "cpu" or not model(scheme).is_moe or backend_support(value, SCHEMES[scheme], sm) is None
@@ -410,7 +410,7 @@ def test_valid_options_pass_through_as_separate_argv_elements(options):
 
 
 def test_the_image_config_folder_is_found_through_its_variable(tmp_path):
-    from entrypoint.tuned_configs import default_config_dir
+    from entrypoint.resolve.tuned_configs import default_config_dir
 
     (tmp_path / "E=128,N=768,device_name=NVIDIA_H200,dtype=fp8_w8a8.json").write_text("{}")
     index = TunedConfigIndex.scan(default_config_dir({"MOE_SERVING_KERNEL_CONFIGS": str(tmp_path)}))

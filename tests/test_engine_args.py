@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from entrypoint.engine_args import build_engine_args
 from entrypoint.errors import ConfigError
-from entrypoint.gpu import simulate_gpus
-from entrypoint.vllm_caps import load_snapshot
+from entrypoint.resolve.engine_args import build_engine_args
+from entrypoint.resolve.gpu import simulate_gpus
+from entrypoint.resolve.vllm_caps import load_snapshot
 
 CAPS = load_snapshot("0.26.0")
 H200X8 = simulate_gpus("H200", 8)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from entrypoint.engine_processes import ENGINE_COMM, EngineProcesses
+from entrypoint.lmi.engine_processes import ENGINE_COMM, EngineProcesses
 
 NAMED_CHILD = f"open('/proc/self/comm', 'w').write({'VLLM::EngineCore'!r}); import time; time.sleep(120)"
 

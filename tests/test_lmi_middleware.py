@@ -20,8 +20,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from entrypoint import lmi_middleware
-from entrypoint.lmi_middleware import ENGINE_DIED_EXIT_CODE, LMIMiddleware
+from entrypoint.lmi import middleware as lmi_middleware
+from entrypoint.lmi.middleware import ENGINE_DIED_EXIT_CODE, LMIMiddleware
 from tests.test_lmi_translate import chunk, sse  # vLLM-shaped SSE events, as in the translation tests
 
 

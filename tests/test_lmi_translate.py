@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from entrypoint.lmi_translate import (
+from entrypoint.lmi.translate import (
     _LMI_PARAMETERS,
     LMI_DEFAULT_MAX_NEW_TOKENS,
     LMIError,

@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 
 from entrypoint.errors import ConfigError
-from entrypoint.model_info import describe_model
-from entrypoint.model_types import (
+from entrypoint.model.describe import describe_model
+from entrypoint.model.types import (
     ActivationScheme as Act,
 )
-from entrypoint.model_types import (
+from entrypoint.model.types import (
     Granularity as G,
 )
-from entrypoint.model_types import (
+from entrypoint.model.types import (
     ModelDescription,
     MoEShape,
     QuantFamily,

@@ -17,7 +17,7 @@ from boto3.s3.transfer import TransferConfig
 from moto.server import ThreadedMotoServer
 
 from entrypoint.errors import ConfigError
-from entrypoint.model_source import (
+from entrypoint.model.sources import (
     PART_SUFFIX,
     S3_MANIFEST,
     ModelLocation,

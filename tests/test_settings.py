@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from entrypoint.config.settings import fallback_model, load_settings, read_properties
 from entrypoint.errors import ConfigError
-from entrypoint.settings import fallback_model, load_settings, read_properties
 
 
 def _props(tmp_path: Path, text: str, name: str = "serving.properties") -> Path:

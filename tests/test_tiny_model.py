@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from entrypoint.tiny_model import ensure_tiny_model, generate, is_complete, tree_digest
+from entrypoint.model.tiny_model import ensure_tiny_model, generate, is_complete, tree_digest
 
 
 def test_regeneration_is_byte_identical_and_has_the_recipe_shape(tmp_path: Path) -> None:

@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from entrypoint.errors import ConfigError
-from entrypoint.gpu import detect_gpus, simulate_gpus, visible_indices
-from entrypoint.vllm_caps import (
+from entrypoint.resolve.gpu import detect_gpus, simulate_gpus, visible_indices
+from entrypoint.resolve.vllm_caps import (
     SNAPSHOT_DIR,
     detect_capabilities,
     extract_from_source,
@@ -26,7 +26,10 @@ def test_the_installed_vllm_is_read_without_importing_it():
     caps = detect_capabilities()
     assert caps.source.startswith("installed:")
     # Reading capabilities must not pay vLLM's import time (a fresh interpreter: other tests import vLLM).
-    probe = "import sys; from entrypoint.vllm_caps import detect_capabilities as d; d(); print('vllm' in sys.modules)"
+    probe = (
+        "import sys; from entrypoint.resolve.vllm_caps import detect_capabilities as d; d(); "
+        "print('vllm' in sys.modules)"
+    )
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout == "False\n"
     assert "triton" in caps.moe_backend_values
     assert caps.engine_args["enable_prefix_caching"].kind == "bool"

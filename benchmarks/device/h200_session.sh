@@ -66,7 +66,7 @@ queue_a() {
     --model benchmarks/e2e/models/qwen3-30b-a3b-fp8-static --baked-cache /opt/moe-serving/triton-cache'
   # The LMI middleware on vLLM 0.26 + a GPU, on the tiny MoE made there.
   # shellcheck disable=SC2016  # $OUT is expanded by that inner shell, where step sets it
-  step "$q" serving-check 150 300 bash -c 'python3 -m entrypoint.tiny_model /root/tiny-moe &&
+  step "$q" serving-check 150 300 bash -c 'python3 -m entrypoint.model.tiny_model /root/tiny-moe &&
     python3 -m benchmarks.serving.h200_middleware_check --model /root/tiny-moe --out "$OUT"'
 }
 

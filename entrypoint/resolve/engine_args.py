@@ -11,9 +11,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from entrypoint.errors import ConfigError
-from entrypoint.gpu_types import GpuInventory
-from entrypoint.lmi_options import (
+from entrypoint.config.lmi_options import (
     DTYPE_NAMES,
     ENGINE_VALUES,
     LEGACY_OPTIONS,
@@ -22,7 +20,9 @@ from entrypoint.lmi_options import (
     RESERVED_ARGS,
     SERVER_KEYS,
 )
-from entrypoint.vllm_caps import EngineArg, VllmCapabilities
+from entrypoint.errors import ConfigError
+from entrypoint.resolve.gpu_types import GpuInventory
+from entrypoint.resolve.vllm_caps import EngineArg, VllmCapabilities
 
 _BOOL_VALUES = ("true", "false")
 

@@ -2,7 +2,7 @@
 
 A rule overrides vLLM's automatic choice only where a measurement says it pays. Everything a rule
 does not match is left to vLLM (`--moe-backend` not passed) and the plan reports what vLLM's oracle
-will pick (entrypoint.backends.predict_vllm_auto).
+will pick (entrypoint.resolve.backends.predict_vllm_auto).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from entrypoint.backends import HOPPER
-from entrypoint.model_types import ModelDescription
+from entrypoint.model.types import ModelDescription
+from entrypoint.resolve.backends import HOPPER
 
 
 @dataclass(frozen=True)

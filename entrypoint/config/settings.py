@@ -16,12 +16,12 @@ from pathlib import Path
 import javaproperties
 from pydantic import BaseModel, ConfigDict, Field
 
-from entrypoint.errors import ConfigError
-from entrypoint.lmi_options import (
+from entrypoint.config.lmi_options import (
     CUDA_GRAPHS_ENV,
     ENV_ALIASES,
     ENV_SERVER_ALIASES,
 )
+from entrypoint.errors import ConfigError
 
 DEFAULT_MODEL_DIR = "/opt/ml/model"
 # The image copies the repository's serving.properties here (Dockerfile); overridable for tests.

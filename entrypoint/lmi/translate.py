@@ -1,6 +1,6 @@
 """LMI (TGI-schema) requests ⇄ vLLM completion requests: pure functions, no I/O.
 
-`entrypoint.lmi_middleware` feeds these from inside vLLM's server. Data flow for one request:
+`entrypoint.lmi.middleware` feeds these from inside vLLM's server. Data flow for one request:
 
     /invocations body ─classify_body─▶ "inputs" ─parse_lmi_request─▶ vLLM /v1/completions body
     vLLM JSON answer ─completion_to_lmi─▶ {"generated_text", "details"}

@@ -1,6 +1,6 @@
 """Turn a checkpoint's `config.json` (and `hf_quant_config.json`) into one frozen `ModelDescription`.
 
-Pure: no file or network access (that is `entrypoint.model_source`). Every family-specific alias is
+Pure: no file or network access (that is `entrypoint.model.sources`). Every family-specific alias is
 resolved here once, so the resolver never looks at raw config keys. The rules follow what vLLM itself
 reads (paths inside the vLLM package are named where a rule copies one):
 
@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from entrypoint.errors import ConfigError
-from entrypoint.model_types import (
+from entrypoint.model.types import (
     ActivationScheme,
     Granularity,
     ModelDescription,

@@ -29,7 +29,7 @@ CUDA_GRAPHS_ENV = "ENABLE_CUDA_GRAPHS"
 # Server-level environment names that map to non-option keys.
 ENV_SERVER_ALIASES: tuple[tuple[str, str], ...] = (("MAX_CONCURRENT_REQUESTS", "job_queue_size"),)
 
-# LMI option name → vLLM engine argument it becomes (value transformed by entrypoint.engine_args).
+# LMI option name → vLLM engine argument it becomes (value transformed by entrypoint.resolve.engine_args).
 LMI_TO_VLLM: dict[str, str] = {
     "model_id": "model",
     "tensor_parallel_degree": "tensor_parallel_size",

@@ -3,7 +3,7 @@
 Read from the installed vLLM's *source files* with `ast`, never by importing vLLM: `import vllm`
 takes 5–20 s, the resolver must answer in well under a second. When no vLLM is installed (a laptop
 planning for the image), a snapshot of the version the image pins is used instead; snapshots are
-produced by this same module (`python -m entrypoint.vllm_caps SITE_PACKAGES/vllm > FILE`) so the
+produced by this same module (`python -m entrypoint.resolve.vllm_caps SITE_PACKAGES/vllm > FILE`) so the
 two paths cannot drift.
 """
 
@@ -23,7 +23,7 @@ PINNED_VLLM_VERSION = "0.26.0"  # the image's vLLM (Dockerfile ARG VLLM_VERSION)
 SNAPSHOT_DIR = Path(__file__).parent / "data"
 
 # The oracle files read (fused_moe/oracle/<family>.py); each file's stem is the quantisation family
-# key entrypoint.backends.oracle_family uses.
+# key entrypoint.resolve.backends.oracle_family uses.
 _ORACLE_FAMILIES = ("fp8", "nvfp4", "mxfp4", "int_wna16", "unquantized", "int8")
 
 
@@ -239,5 +239,6 @@ def snapshot_json(vllm_dir: Path, version: str) -> str:
     return json.dumps(data, indent=1, sort_keys=True) + "\n"
 
 
-if __name__ == "__main__":  # python -m entrypoint.vllm_caps VLLM_DIR VERSION > entrypoint/data/vllm_X.json
+# python -m entrypoint.resolve.vllm_caps VLLM_DIR VERSION > entrypoint/resolve/data/vllm_X.json
+if __name__ == "__main__":
     sys.stdout.write(snapshot_json(Path(sys.argv[1]), sys.argv[2]))

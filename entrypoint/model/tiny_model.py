@@ -5,7 +5,7 @@ a Qwen3-MoE with 8 experts, top-2 routing, a byte-level BPE tokenizer with a Cha
 Everything is derived from fixed seeds and a built-in corpus, so regenerating gives byte-identical
 files (tests/test_tiny_model.py checks that), and nothing is downloaded.
 
-    python -m entrypoint.tiny_model DEST   # writes DEST (about 1.3 MB) unless it is already complete
+    python -m entrypoint.model.tiny_model DEST   # writes DEST (about 1.3 MB) unless it is already complete
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def generate(dest: Path) -> None:
     # Written next to the checkpoint so the settings loader finds it in the model directory,
     # exactly as it would find an LMI user's serving.properties.
     properties = [
-        "# Written by entrypoint.tiny_model: the tiny MoE's served context.",
+        "# Written by entrypoint.model.tiny_model: the tiny MoE's served context.",
         f"option.max_model_len={MAX_MODEL_LEN}",
     ]
     (dest / "serving.properties").write_text("\n".join(properties) + "\n")

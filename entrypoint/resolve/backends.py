@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from entrypoint.model_types import ActivationScheme, Granularity, QuantFamily, Quantization, WeightDtype
+from entrypoint.model.types import ActivationScheme, Granularity, QuantFamily, Quantization, WeightDtype
 
 HOPPER = 90
 

@@ -28,7 +28,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from entrypoint.errors import ConfigError
-from entrypoint.model_info import CONFIG_FILE, HF_QUANT_CONFIG_FILE
+from entrypoint.model.describe import CONFIG_FILE, HF_QUANT_CONFIG_FILE
 
 log = logging.getLogger(__name__)
 

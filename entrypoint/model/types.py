@@ -1,6 +1,6 @@
 """Frozen description of a model checkpoint: what the resolver needs to know, nothing more.
 
-`entrypoint.model_info.describe_model` builds a `ModelDescription` from `config.json` (and
+`entrypoint.model.describe.describe_model` builds a `ModelDescription` from `config.json` (and
 `hf_quant_config.json`) once; everything downstream reads these normalised fields instead of the
 raw, family-specific keys.
 """

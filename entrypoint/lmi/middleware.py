@@ -1,11 +1,11 @@
 """LMI compatibility inside vLLM's own server: a pure ASGI middleware on POST /invocations.
 
-Loaded by `vllm serve --middleware entrypoint.lmi_middleware.LMIMiddleware` (the resolver puts
+Loaded by `vllm serve --middleware entrypoint.lmi.middleware.LMIMiddleware` (the resolver puts
 that flag in every plan), so there is no second process and no extra network hop. Everything else
 (/v1/*, GET requests) goes straight to vLLM without being touched, and so do /ping and /health while the engine
 process lives (once it is gone they answer 503 here, before vLLM's own check has noticed: engine_processes.py).
 
-On /invocations the body is read once and classified (entrypoint.lmi_translate):
+On /invocations the body is read once and classified (entrypoint.lmi.translate):
 - "prompt" / "messages": replayed to vLLM's /invocations unchanged (content-type set to JSON);
 - "inputs": translated to a completion body and sent to vLLM's /invocations handler, whose answer
   is translated back — JSON, or SSE → application/jsonlines when streaming;
@@ -26,8 +26,8 @@ from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from entrypoint.engine_processes import EngineProcesses
-from entrypoint.lmi_translate import (
+from entrypoint.lmi.engine_processes import EngineProcesses
+from entrypoint.lmi.translate import (
     CUSTOM_ATTRIBUTES_HEADER,
     LMIError,
     LMIRequest,
@@ -90,7 +90,7 @@ class LMIMiddleware:
             await self.app(scope, _watch_lifespan(scope, receive, self.engines), send)
             return
         if scope["type"] == "http" and scope["path"] in HEALTH_PATHS and self.engines.dead():
-            # vLLM's own check notices a few ms later (entrypoint/engine_processes.py): never 200 in between.
+            # vLLM's own check notices a few ms later (entrypoint/lmi/engine_processes.py): never 200 in between.
             await _send_json(send, 503, LMIError(503, "the inference engine process is gone").body())
             return
         if scope["type"] != "http" or scope["path"] != INVOCATIONS or scope["method"] != "POST":
