@@ -97,7 +97,7 @@ def run_vllm_cli(args: list[str]) -> int:
     """
     from vllm.entrypoints.cli.main import main as vllm_main
 
-    from entrypoint.lmi.middleware import exit_code
+    from entrypoint.lmi.lifecycle import exit_code
 
     sys.argv = ["vllm", *args]
     vllm_main()

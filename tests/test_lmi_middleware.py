@@ -20,8 +20,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from entrypoint.lmi import middleware as lmi_middleware
-from entrypoint.lmi.middleware import ENGINE_DIED_EXIT_CODE, LMIMiddleware
+from entrypoint.lmi import lifecycle, middleware
+from entrypoint.lmi.lifecycle import ENGINE_DIED_EXIT_CODE
+from entrypoint.lmi.middleware import LMIMiddleware
 from tests.test_lmi_translate import chunk, sse  # vLLM-shaped SSE events, as in the translation tests
 
 
@@ -195,7 +196,7 @@ def test_engine_stop_before_a_stream_starts_is_an_http_503(client: httpx.AsyncCl
     # "hang-unary" stops the engine before vLLM's handler returns its StreamingResponse
     response = run(asyncio.wait_for(client.post("/invocations", json={"inputs": "hang-unary", "stream": True}), 2))
     assert response.status_code == 503
-    assert response.json() == {"code": 503, "error": lmi_middleware.ENGINE_STOPPED.message}
+    assert response.json() == {"code": 503, "error": middleware.ENGINE_STOPPED.message}
 
 
 @pytest.mark.parametrize(
@@ -251,7 +252,7 @@ async def lifespan_cycle(app: Starlette, engine_errored: bool, before_shutdown: 
 
 @pytest.fixture
 def fresh_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(lmi_middleware, "SERVER_STATE", lmi_middleware._ServerState())
+    monkeypatch.setattr(lifecycle, "SERVER_STATE", lifecycle.ServerState())
     saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     yield
     for signum, handler in saved.items():
@@ -260,12 +261,12 @@ def fresh_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 def test_engine_death_makes_the_exit_status_non_zero(fresh_state: None) -> None:
     run(lifespan_cycle(make_app(), engine_errored=True))
-    assert lmi_middleware.exit_code() == ENGINE_DIED_EXIT_CODE
+    assert lifecycle.exit_code() == ENGINE_DIED_EXIT_CODE
 
 
 def test_a_clean_stop_exits_zero(fresh_state: None) -> None:
     run(lifespan_cycle(make_app(), engine_errored=False))
-    assert lmi_middleware.exit_code() == 0
+    assert lifecycle.exit_code() == 0
 
 
 def test_sigterm_then_engine_stop_exits_zero(fresh_state: None) -> None:
@@ -273,5 +274,5 @@ def test_sigterm_then_engine_stop_exits_zero(fresh_state: None) -> None:
     signal.signal(signal.SIGTERM, lambda number, frame: seen.append(number))  # stands in for asyncio's
     app = make_app()
     run(lifespan_cycle(app, engine_errored=True, before_shutdown=lambda: signal.raise_signal(signal.SIGTERM)))
-    assert lmi_middleware.exit_code() == 0
+    assert lifecycle.exit_code() == 0
     assert seen == [signal.SIGTERM], "the previous SIGTERM handler must still be called"

@@ -21,12 +21,11 @@ import asyncio
 import json
 import logging
 import os
-import signal
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from entrypoint.lmi.engine_processes import EngineProcesses
+from entrypoint.lmi.lifecycle import Message, Receive, Scope, engine_stopped, watch_lifespan
 from entrypoint.lmi.translate import (
     CUSTOM_ATTRIBUTES_HEADER,
     LMIError,
@@ -42,9 +41,6 @@ from entrypoint.lmi.translate import (
     vllm_error_to_lmi,
 )
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
@@ -87,7 +83,7 @@ class LMIMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await self.app(scope, _watch_lifespan(scope, receive, self.engines), send)
+            await self.app(scope, watch_lifespan(scope, receive, self.engines), send)
             return
         if scope["type"] == "http" and scope["path"] in HEALTH_PATHS and self.engines.dead():
             # vLLM's own check notices a few ms later (entrypoint/lmi/engine_processes.py): never 200 in between.
@@ -245,16 +241,6 @@ class _EngineStopped(Exception):
     pass
 
 
-def _engine_stopped(scope: Scope) -> bool:
-    """vLLM's EngineClient.errored (0.26 and 0.32): true once the engine is shut down or dead."""
-    app = scope.get("app")
-    engine = getattr(getattr(app, "state", None), "engine_client", None)
-    try:
-        return bool(engine is not None and engine.errored)
-    except Exception:  # an engine half torn down can raise from its properties: it is stopped
-        return True
-
-
 def _unary_answer(req: LMIRequest, status: int, raw: bytes) -> tuple[int, Any]:
     """vLLM's complete unary response → (status, LMI JSON)."""
     if status >= 400:
@@ -305,7 +291,7 @@ class _EngineWatch:
     async def _poll(self) -> None:
         while self.open:
             await asyncio.sleep(GUARD_INTERVAL_S)
-            if self.scope is not None and _engine_stopped(self.scope):
+            if self.scope is not None and engine_stopped(self.scope):
                 for task in self.open - self.stopped:
                     self.stopped.add(task)
                     task.cancel()
@@ -313,64 +299,6 @@ class _EngineWatch:
 
 class _Disconnected(Exception):
     pass
-
-
-# ---------------------------------------------------------------------------------------------
-# Exit status. vLLM's server stops by itself when its engine dies (its watchdog), but exits 0,
-# the same as after SIGTERM; a container that exits 0 is not seen as failed by `docker run
-# --restart on-failure` and the like. The middleware lives in the API server process, so it
-# records why the server stopped and entrypoint.serve turns an engine death into exit code 3.
-
-ENGINE_DIED_EXIT_CODE = 3
-
-
-@dataclass
-class _ServerState:
-    stop_requested: bool = False  # SIGTERM/SIGINT reached this process
-    engine_died: bool = False  # the engine was gone at shutdown and nobody asked for it
-
-
-SERVER_STATE = _ServerState()
-
-
-def _note_stop_signals() -> None:
-    """Chain a recorder in front of the Python-level SIGTERM/SIGINT handlers.
-
-    vLLM registers its handlers with loop.add_signal_handler, which is delivered through the
-    loop's wakeup fd whatever Python-level handler is installed; so replacing the (no-op)
-    Python-level one with a recorder that calls it keeps vLLM's shutdown path intact.
-    """
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        previous = signal.getsignal(signum)
-
-        def record(number: int, frame: Any, previous: Any = previous) -> None:
-            SERVER_STATE.stop_requested = True
-            if callable(previous):
-                previous(number, frame)
-
-        try:
-            signal.signal(signum, record)
-        except ValueError:  # not the main thread (an embedded server): leave signals alone
-            return
-
-
-def _watch_lifespan(scope: Scope, receive: Receive, engines: EngineProcesses) -> Receive:
-    async def watched() -> Message:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            _note_stop_signals()
-            engines.take_roll()  # vLLM started its engine before the server: it is running now
-        elif message["type"] == "lifespan.shutdown" and not SERVER_STATE.stop_requested and _engine_stopped(scope):
-            SERVER_STATE.engine_died = True
-            logger.error("the inference engine died; the server stops with exit code %d", ENGINE_DIED_EXIT_CODE)
-        return message
-
-    return watched
-
-
-def exit_code() -> int:
-    """What the server process should exit with once vLLM's CLI has returned."""
-    return ENGINE_DIED_EXIT_CODE if SERVER_STATE.engine_died else 0
 
 
 async def _read_body(receive: Receive, limit: int | None) -> bytes:
