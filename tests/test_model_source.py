@@ -17,17 +17,8 @@ from boto3.s3.transfer import TransferConfig
 from moto.server import ThreadedMotoServer
 
 from entrypoint.errors import ConfigError
-from entrypoint.model.sources import (
-    PART_SUFFIX,
-    S3_MANIFEST,
-    ModelLocation,
-    S3Location,
-    classify_model,
-    download_model,
-    read_model_configs,
-    s3_client,
-    sync_s3_prefix,
-)
+from entrypoint.model.s3 import PART_SUFFIX, S3_MANIFEST, S3Location, s3_client, sync_s3_prefix
+from entrypoint.model.sources import ModelLocation, classify_model, download_model, read_model_configs
 
 FIXTURES = Path(__file__).parent / "fixtures" / "models"
 NEMOTRON = FIXTURES / "nvidia-nemotron-3-nano-30b-a3b-fp8"
