@@ -42,10 +42,10 @@ def build_plan(
     description = describe_model(config, hf_quant_config, source=source, quantize=settings.options.get("quantize"))
     gpus = gpu_inventory(gpu, num_gpus)
     caps = detect_capabilities(vllm_version)
-    gpu_line = gpus.as_dict()
+    gpu = gpus.summary()
     context = (
         *settings_reasons,
-        f"gpu: {gpu_line['count']} x {gpu_line['name']} (sm {gpu_line['sm']}, {gpus.source})",
+        f"gpu: {gpu.count} x {gpu.name} (sm {gpu.sm}, {gpus.source})",
         f"model: {source}: {'MoE' if description.is_moe else 'dense'}, {description.quantization.summary()}",
         f"vllm: {caps.version} ({caps.source})",
     )

@@ -110,7 +110,7 @@ def model(scheme: str, moe: bool = True) -> ModelDescription:
 
 
 def settings(**options: str) -> Settings:
-    return Settings(options={"model_id": "/models/m", **options})
+    return Settings.from_options({"model_id": "/models/m", **options})
 
 
 # (scheme, gpu, moe_backend passed, effective backend) — vLLM 0.26 facts from the reference sheet.
@@ -318,7 +318,7 @@ def test_moe_kernel_project_is_refused_until_the_plugin_ships():
 
 
 def test_the_plan_always_binds_the_sagemaker_port_and_installs_the_middleware():
-    plan = resolve(Settings(options={"model_id": "/m"}, port=9000), model("bf16"), simulate_gpus("H200"), CAPS)
+    plan = resolve(Settings.from_options({"model_id": "/m"}, port=9000), model("bf16"), simulate_gpus("H200"), CAPS)
     args = list(plan.vllm_args)
     assert args[0] == "/m"
     assert args[args.index("--port") + 1] == "9000"
@@ -326,7 +326,7 @@ def test_the_plan_always_binds_the_sagemaker_port_and_installs_the_middleware():
 
 
 def test_an_s3_model_is_marked_for_download():
-    plan = resolve(Settings(options={"model_id": "s3://b/p"}), model("bf16"), simulate_gpus("H200"), CAPS)
+    plan = resolve(Settings.from_options({"model_id": "s3://b/p"}), model("bf16"), simulate_gpus("H200"), CAPS)
     assert plan.fetch_model
 
 

@@ -14,7 +14,7 @@ H200X8 = simulate_gpus("H200", 8)
 
 
 def args_for(options: dict[str, str], gpus=H200X8, server: dict[str, str] | None = None) -> list[str]:
-    return build_engine_args(options, server or {}, CAPS, gpus).args
+    return list(build_engine_args(options, server or {}, CAPS, gpus).args)
 
 
 MAPPINGS = [

@@ -7,10 +7,11 @@ import os
 
 import pytest
 
-from entrypoint.cli import main, render_plan
+from entrypoint.cli import main
 from entrypoint.planning import build_plan
 from entrypoint.redact import REDACTED, is_secret_env, redact_args, redact_env
 from entrypoint.resolve.plan import Plan
+from entrypoint.resolve.render import render_plan
 from entrypoint.serve import plan_log_lines, vllm_command
 from sagemaker_deploy.planning import plan_json, plan_text
 from tests.conftest_paths import FIXTURE_MODELS

@@ -147,7 +147,7 @@ def test_the_image_default_is_read_when_the_model_has_none(tmp_path):
     settings, reasons = load_settings(
         model=str(tmp_path / "model"), environ={"MOE_SERVING_DEFAULT_PROPERTIES": str(default)}
     )
-    assert settings.options["moe_backend"] == "auto"
+    assert settings.moe_backend == "auto"
     assert "image default" in reasons[0]
 
 
@@ -221,7 +221,9 @@ def test_the_image_default_file_is_the_lowest_layer(tmp_path, environ, key, expe
         "option.enforce_eager=false\noption.max_rolling_batch_size=64\n",
     )
     settings, _ = load_settings(model=str(tmp_path / "model"), environ={**env, **environ})
-    assert settings.options.get(key) == expected
+    # option.moe_backend is typed (Settings.moe_backend); the others stay text for the engine arguments
+    value = settings.moe_backend if key == "moe_backend" else settings.options.get(key)
+    assert value == expected
 
 
 def test_an_environment_server_alias_beats_the_image_default_but_not_the_users_file(tmp_path):
@@ -239,17 +241,17 @@ def test_the_users_file_still_beats_the_environment_when_an_image_default_exists
     model.mkdir()
     _props(model, "option.moe_backend=flashinfer_cutlass\n")
     settings, reasons = load_settings(model=str(model), environ=env)
-    assert settings.options["moe_backend"] == "flashinfer_cutlass"
+    assert settings.moe_backend == "flashinfer_cutlass"
     assert settings.sources["moe_backend"] == f"file:{model / 'serving.properties'}"
     assert "image-default" not in "\n".join(reasons)  # exactly one file is read
 
 
 def test_one_reason_line_names_where_each_overridden_key_came_from_without_values(tmp_path):
-    env = {**_image_default(tmp_path, "option.moe_backend=auto\n"), "OPTION_MOE_BACKEND": "triton-SECRETISH"}
+    env = {**_image_default(tmp_path, "option.served_model_name=m\n"), "OPTION_SERVED_MODEL_NAME": "m-SECRETISH"}
     _, reasons = load_settings(model=str(tmp_path / "model"), environ=env)
     (line,) = [reason for reason in reasons if reason.startswith("settings overridden:")]
-    assert "option.moe_backend from env:OPTION_MOE_BACKEND (over file:" in line
-    assert "triton-SECRETISH" not in line
+    assert "option.served_model_name from env:OPTION_SERVED_MODEL_NAME (over file:" in line
+    assert "SECRETISH" not in line
     assert "image default" in reasons[0]
 
 
@@ -400,8 +402,8 @@ def test_a_fallback_without_a_model_is_a_config_error_naming_the_variable(tmp_pa
 @pytest.mark.parametrize(
     ("environ", "text", "label"),
     [
-        ({"OPTION_MOE_BACKEND": "x"}, "", "OPTION_MOE_BACKEND (option.moe_backend)"),
-        ({}, "option.moe_backend=x\n", "option.moe_backend (in {path})"),
+        ({"OPTION_MOE_BACKEND": "triton"}, "", "OPTION_MOE_BACKEND (option.moe_backend)"),
+        ({}, "option.moe_backend=triton\n", "option.moe_backend (in {path})"),
     ],
     ids=["env", "file"],
 )

@@ -53,11 +53,9 @@ DTYPE_NAMES: dict[str, str] = {
     "auto": "auto",
 }
 
-# Options this container interprets itself (never passed through verbatim).
+# Options this container interprets itself (never passed through verbatim): typed fields of Settings,
+# values in entrypoint.config.moe (option.moe_kernel=project: kernels/ through a vLLM plugin, issue 7).
 PROJECT_OPTIONS: frozenset[str] = frozenset({"moe_backend", "moe_kernel"})
-
-# Accepted option.moe_kernel values (issue 7: "project" switches to kernels/ through a vLLM plugin).
-MOE_KERNEL_VALUES: tuple[str, ...] = ("auto", "vllm", "project")
 
 # Engine/frontend arguments the entrypoint owns: the bind address comes from SageMaker's contract,
 # the middleware is what makes /invocations speak LMI.

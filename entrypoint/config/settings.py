@@ -12,15 +12,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import javaproperties
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from entrypoint.config.lmi_options import (
-    CUDA_GRAPHS_ENV,
-    ENV_ALIASES,
-    ENV_SERVER_ALIASES,
-)
+from entrypoint.config.lmi_options import CUDA_GRAPHS_ENV, ENV_ALIASES, ENV_SERVER_ALIASES, PROJECT_OPTIONS
+from entrypoint.config.moe import MoeBackend, MoeKernel, parse_moe_backend, parse_moe_kernel
 from entrypoint.errors import ConfigError
 
 DEFAULT_MODEL_DIR = "/opt/ml/model"
@@ -35,16 +33,45 @@ ENV_OPTION_PREFIX = "OPTION_"
 
 
 class Settings(BaseModel):
-    """Normalised user configuration. Keys are lower-case, `-` folded to `_`, prefix stripped."""
+    """Normalised user configuration. Keys are lower-case, `-` folded to `_`, prefix stripped.
+
+    The options this container interprets itself (PROJECT_OPTIONS) are typed fields, parsed once by
+    `from_options`; `options` holds the rest as written, for the engine arguments.
+    """
 
     model_config = ConfigDict(frozen=True)
 
-    options: dict[str, str] = Field(default_factory=dict)  # option.* keys
+    options: dict[str, str] = Field(default_factory=dict)  # option.* keys except PROJECT_OPTIONS
     server: dict[str, str] = Field(default_factory=dict)  # keys without prefix (engine, job_queue_size)
     sources: dict[str, str] = Field(default_factory=dict)  # "option.key" → where it came from
+    moe_backend: MoeBackend = MoeBackend.AUTO  # option.moe_backend
+    moe_kernel: MoeKernel = MoeKernel.AUTO  # option.moe_kernel
     properties_path: str | None = None
     host: str = "0.0.0.0"
     port: int = DEFAULT_PORT
+
+    @model_validator(mode="after")
+    def _project_options_are_typed(self) -> Settings:
+        # A raw moe_backend left in `options` would reach vLLM as an unvalidated --moe-backend.
+        left = PROJECT_OPTIONS & self.options.keys()
+        if left:
+            raise ValueError(f"{sorted(left)} belong in their typed fields: build Settings with from_options")
+        return self
+
+    @classmethod
+    def from_options(
+        cls, options: Mapping[str, str], sources: Mapping[str, str] | None = None, **fields: Any
+    ) -> Settings:
+        """Settings from merged option.* values, the project options parsed (errors name where they were set)."""
+        origins = dict(sources or {})
+        label = cls(sources=origins).option_label  # names an option where the user set it
+        return cls(
+            options={key: value for key, value in options.items() if key not in PROJECT_OPTIONS},
+            sources=origins,
+            moe_backend=parse_moe_backend(options.get("moe_backend"), label("moe_backend")),
+            moe_kernel=parse_moe_kernel(options.get("moe_kernel"), label("moe_kernel")),
+            **fields,
+        )
 
     @property
     def model(self) -> str:
@@ -245,10 +272,10 @@ def load_settings(
 
     env_server = {key: value for env_name, key in ENV_SERVER_ALIASES if (value := env.get(env_name, "").strip())}
     server = {**file_server, **env_server} if is_image_default else {**env_server, **file_server}
-    settings = Settings(
-        options=options,
+    settings = Settings.from_options(
+        options,
+        sources,
         server=server,
-        sources=sources,
         properties_path=str(path) if path else None,
         host=host or "0.0.0.0",
         port=_port(env, port),

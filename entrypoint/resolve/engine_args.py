@@ -1,6 +1,8 @@
 """LMI options → `vllm serve` arguments. Pure: validates, renames, renders argv elements.
 
 Values always become separate argv elements (`["--max-model-len", "4096"]`), never shell text.
+The values the resolver reasons about (tensor/expert parallelism, max_num_seqs, quantization,
+dtype, enforce_eager) are parsed here once into `EngineArgs`' typed fields.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ import difflib
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from entrypoint.config.lmi_options import (
@@ -47,12 +50,40 @@ _INT_EXAMPLES = "a whole number in ASCII digits, e.g. 64"
 _HUMAN_INT_EXAMPLES = ("32768", "32k (= 32000)", "32K (= 32768)", "25.6k")
 
 
-@dataclass
-class EngineArgsResult:
-    args: list[str] = field(default_factory=list)  # flags only; the model positional is added by the resolver
-    values: dict[str, str] = field(default_factory=dict)  # vLLM name → validated value
-    ignored: list[str] = field(default_factory=list)  # "option.key: why"
-    notes: list[str] = field(default_factory=list)  # reason lines (automatic decisions)
+@dataclass(frozen=True)
+class EngineArgs:
+    """The engine flags, and the values the resolver reasons about, each parsed once."""
+
+    args: tuple[str, ...] = ()  # flags only; the model positional is added by the resolver
+    values: Mapping[str, str] = field(default_factory=dict)  # vLLM name → validated value, as passed
+    ignored: tuple[str, ...] = ()  # "option.key: why"
+    notes: tuple[str, ...] = ()  # reason lines (automatic decisions)
+    tensor_parallel_size: int = 1
+    expert_parallel: bool = False
+    max_num_seqs: int | None = None  # None: vLLM's default
+    quantization: str | None = None  # --quantization (option.quantize / option.quantization)
+    dtype: str | None = None  # --dtype, after the LMI spellings (bf16 → bfloat16)
+    enforce_eager: bool | None = None  # None: not set by the user
+
+
+def _typed(args: list[str], values: dict[str, str], ignored: list[str], notes: list[str]) -> EngineArgs:
+    """The validated values read into their types (validation guarantees the formats)."""
+
+    def boolean(name: str) -> bool | None:
+        return None if name not in values else values[name] == "true"
+
+    return EngineArgs(
+        args=tuple(args),
+        values=dict(values),
+        ignored=tuple(ignored),
+        notes=tuple(notes),
+        tensor_parallel_size=int(values.get("tensor_parallel_size", "1")),
+        expert_parallel=boolean("enable_expert_parallel") or False,
+        max_num_seqs=int(values["max_num_seqs"]) if "max_num_seqs" in values else None,
+        quantization=values.get("quantization"),
+        dtype=values.get("dtype"),
+        enforce_eager=boolean("enforce_eager"),
+    )
 
 
 def flag(name: str) -> str:
@@ -136,7 +167,7 @@ def _render(name: str, value: str, spec: EngineArg | None) -> list[str]:
     return [flag(name), value]
 
 
-def _twin_check(options: dict[str, str], gpus: GpuInventory) -> None:
+def _twin_check(options: Mapping[str, str], gpus: GpuInventory) -> None:
     for lmi_key, vllm_key in LMI_TO_VLLM.items():
         if lmi_key in options and vllm_key in options:
             lmi_value = _convert(lmi_key, vllm_key, options[lmi_key], gpus)
@@ -151,16 +182,19 @@ def _twin_check(options: dict[str, str], gpus: GpuInventory) -> None:
 
 
 def build_engine_args(
-    options: dict[str, str], server: dict[str, str], caps: VllmCapabilities, gpus: GpuInventory
-) -> EngineArgsResult:
+    options: Mapping[str, str], server: Mapping[str, str], caps: VllmCapabilities, gpus: GpuInventory
+) -> EngineArgs:
     """Validate every option and render the engine flags (sorted by name, so plans are stable)."""
-    result = EngineArgsResult()
+    args: list[str] = []
+    values: dict[str, str] = {}
+    ignored: list[str] = []
+    notes: list[str] = []
     _twin_check(options, gpus)
     for key, value in server.items():
         if key == "engine" and value not in ENGINE_VALUES:
             raise ConfigError("engine", value, "unknown engine", ENGINE_VALUES)
         why = "djl-serving server setting, no vLLM meaning" if key in SERVER_KEYS else "unknown server key"
-        result.ignored.append(f"{key}: {why}")
+        ignored.append(f"{key}: {why}")
 
     chosen: dict[str, tuple[str, str]] = {}  # vLLM name → (value, LMI key it came from)
     for key in sorted(options):
@@ -174,18 +208,18 @@ def build_engine_args(
         spec = caps.engine_args.get(vllm_key)
         if spec is None:
             if key in LEGACY_OPTIONS:
-                result.ignored.append(f"option.{key}: legacy LMI setting, not a vLLM {caps.version} engine argument")
+                ignored.append(f"option.{key}: legacy LMI setting, not a vLLM {caps.version} engine argument")
                 continue
             close = difflib.get_close_matches(vllm_key, caps.engine_args, n=1)
             hint = f" (did you mean option.{close[0]}?)" if close else ""
-            result.ignored.append(f"option.{key}: not a vLLM {caps.version} engine argument{hint}")
+            ignored.append(f"option.{key}: not a vLLM {caps.version} engine argument{hint}")
             continue
         chosen[vllm_key] = (_validate(vllm_key, value, spec, f"option.{key}"), key)
 
     for vllm_key in sorted(chosen):
         value, lmi_key = chosen[vllm_key]
-        result.values[vllm_key] = value
-        result.args.extend(_render(vllm_key, value, caps.engine_args.get(vllm_key)))
+        values[vllm_key] = value
+        args.extend(_render(vllm_key, value, caps.engine_args.get(vllm_key)))
         if lmi_key != vllm_key:
-            result.notes.append(f"option.{lmi_key}={options[lmi_key]} → {flag(vllm_key)} {value}")
-    return result
+            notes.append(f"option.{lmi_key}={options[lmi_key]} → {flag(vllm_key)} {value}")
+    return _typed(args, values, ignored, notes)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict
 
 
@@ -41,16 +43,34 @@ class GpuInventory(BaseModel):
         major, minor = self.devices[0].compute_capability
         return major * 10 + minor
 
-    def as_dict(self) -> dict[str, object]:
+    def summary(self) -> GpuSummary:
         primary = self.primary
-        return {
-            "kind": "cpu" if self.is_cpu else "cuda",
-            "count": self.count,
-            "name": primary.name if primary else "cpu",
-            "compute_capability": (
+        return GpuSummary(
+            kind="cpu" if self.is_cpu else "cuda",
+            count=self.count,
+            name=primary.name if primary else "cpu",
+            compute_capability=(
                 f"{primary.compute_capability[0]}.{primary.compute_capability[1]}" if primary else None
             ),
-            "sm": self.sm,
-            "memory_mib": primary.memory_mib if primary else None,
-            "source": self.source,
-        }
+            sm=self.sm,
+            memory_mib=primary.memory_mib if primary else None,
+            source=self.source,
+        )
+
+
+class GpuSummary(BaseModel):
+    """The accelerators as a plan reports them (`gpu` in `resolve --json`): the first device, and how many."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["cpu", "cuda"] = "cpu"
+    count: int = 0
+    name: str = "cpu"
+    compute_capability: str | None = None  # "9.0"
+    sm: int | None = None  # 90
+    memory_mib: int | None = None
+    source: str = "none"
+
+    def line(self) -> str:
+        """'8 x NVIDIA H200 (sm 90)'."""
+        return f"{self.count} x {self.name} (sm {self.sm})"

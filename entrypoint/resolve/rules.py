@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from entrypoint.config.moe import MoeBackend
 from entrypoint.model.types import ModelDescription
 from entrypoint.resolve.backends import HOPPER
 
@@ -26,7 +27,7 @@ class RuleContext:
 class Rule:
     id: str
     condition: str  # human wording for the README table
-    backend: str  # --moe-backend value the rule passes
+    backend: MoeBackend  # --moe-backend value the rule passes
     vllm_default: str  # what vLLM picks by itself in that case
     evidence: str
     applies: Callable[[RuleContext], bool]
@@ -51,7 +52,7 @@ RULES: tuple[Rule, ...] = (
             "SM90 (H100/H200), MoE, FP8 per-tensor weights with static per-tensor activation scales "
             "(native fp8 `activation_scheme: static`, ModelOpt FP8, compressed-tensors tensor/static)"
         ),
-        backend="triton",
+        backend=MoeBackend.TRITON,
         vllm_default="flashinfer_cutlass",
         evidence=(
             "vendor: +10% throughput on H200 at low concurrency (vLLM PR #50040, unmerged as of 0.33); measured "
