@@ -3,7 +3,7 @@
 Random weights (the text it writes is noise) but the real architecture vLLM serves on the H200:
 a Qwen3-MoE with 8 experts, top-2 routing, a byte-level BPE tokenizer with a ChatML template.
 Everything is derived from fixed seeds and a built-in corpus, so regenerating gives byte-identical
-files (tests/test_tiny_model.py checks that), and nothing is downloaded.
+files (tests/entrypoint/model/test_tiny_model.py checks that), and nothing is downloaded.
 
     python -m entrypoint.model.tiny_model DEST   # writes DEST (about 1.3 MB) unless it is already complete
 """

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,8 +27,9 @@ from entrypoint.model.types import (
     Quantization,
     WeightDtype,
 )
+from tests.conftest_paths import FIXTURE_MODELS
 
-FIXTURES = Path(__file__).parent / "fixtures" / "models"
+FIXTURES = FIXTURE_MODELS
 FP8 = WeightDtype.FP8
 
 

@@ -13,7 +13,6 @@ import re
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
@@ -23,7 +22,7 @@ import pytest
 from sagemaker_deploy.instances import INSTANCE_GPUS
 from sagemaker_deploy.sizing import ModelSize, timeouts_for
 from tests.conftest_paths import FIXTURE_MODELS, REPO
-from tests.moto_sagemaker import FAKE_CREDENTIALS, UPDATES, moto_server, queue_stream
+from tests.moto_sagemaker import FAKE_CREDENTIALS, UPDATES, queue_stream
 
 ROLE = "arn:aws:iam::123456789012:role/SageMakerExecution"
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/moe-serving:0.1.0"
@@ -31,18 +30,12 @@ STATIC_FP8 = FIXTURE_MODELS / "qwen3-30b-a3b-fp8-static-synthetic"
 SECRET = FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"]
 
 
-@pytest.fixture(scope="module")
-def endpoint_url() -> Iterator[str]:
-    with moto_server() as url:
-        yield url
-
-
 @pytest.fixture
-def aws_env(endpoint_url: str, tmp_path: Path) -> dict[str, str]:
+def aws_env(moto_endpoint: str, tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "OPTION_"))}
     env.update(FAKE_CREDENTIALS)
     env.update(
-        AWS_ENDPOINT_URL=endpoint_url,
+        AWS_ENDPOINT_URL=moto_endpoint,
         AWS_CONFIG_FILE=str(tmp_path / "no-config"),
         AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "no-credentials"),
         AWS_EC2_METADATA_DISABLED="true",

@@ -7,13 +7,13 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from entrypoint.cli import main
+from tests.conftest_paths import FIXTURE_MODELS
 
-FIXTURES = Path(__file__).parent / "fixtures" / "models"
+FIXTURES = FIXTURE_MODELS
 SECRET_ENV = {
     "HF_TOKEN": "hf_SECRETtokenDoNotPrint123",
     "AWS_SECRET_ACCESS_KEY": "AWSsecretDoNotPrint/abc+xyz",

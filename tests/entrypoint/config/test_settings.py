@@ -8,6 +8,7 @@ import pytest
 
 from entrypoint.config.settings import fallback_model, load_settings, read_properties
 from entrypoint.errors import ConfigError
+from tests.conftest_paths import REPO
 
 
 def _props(tmp_path: Path, text: str, name: str = "serving.properties") -> Path:
@@ -255,7 +256,6 @@ def test_one_reason_line_names_where_each_overridden_key_came_from_without_value
     assert "image default" in reasons[0]
 
 
-REPO = Path(__file__).resolve().parents[1]
 QWEN = str(REPO / "tests/fixtures/models/qwen3-30b-a3b-fp8")
 
 

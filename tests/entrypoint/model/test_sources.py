@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +13,13 @@ import boto3
 import httpx
 import pytest
 from boto3.s3.transfer import TransferConfig
-from moto.server import ThreadedMotoServer
 
 from entrypoint.errors import ConfigError
 from entrypoint.model.s3 import PART_SUFFIX, S3_MANIFEST, S3Location, s3_client, sync_s3_prefix
 from entrypoint.model.sources import ModelLocation, classify_model, download_model, read_model_configs
+from tests.conftest_paths import FIXTURE_MODELS
 
-FIXTURES = Path(__file__).parent / "fixtures" / "models"
+FIXTURES = FIXTURE_MODELS
 NEMOTRON = FIXTURES / "nvidia-nemotron-3-nano-30b-a3b-fp8"
 QWEN = FIXTURES / "qwen3-30b-a3b-fp8"
 SECRET = "s3cr3t-never-printed-0123456789abcdef"
@@ -101,17 +100,6 @@ def test_download_of_a_local_directory_returns_it_unchanged(tmp_path: Path) -> N
 
 
 # ---------------------------------------------------------------------------------------------- S3
-
-
-@pytest.fixture(scope="module")
-def moto_endpoint() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)  # binds a free port itself
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
 
 
 @pytest.fixture
