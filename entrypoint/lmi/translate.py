@@ -193,7 +193,7 @@ _RESERVED = {
 
 
 # The "parameters" parse_lmi_request translates itself; any other key goes to vLLM by name.
-_LMI_PARAMETERS = frozenset(
+LMI_PARAMETERS = frozenset(
     {
         "max_new_tokens",
         "temperature",
@@ -309,7 +309,7 @@ def parse_lmi_request(body: Mapping[str, Any]) -> LMIRequest:
 
     # Any other key is a vLLM sampling field passed through by name (LMI does the same); vLLM
     # validates it and its 400 comes back in LMI's shape.
-    completion: dict[str, Any] = {k: v for k, v in params.items() if k not in _LMI_PARAMETERS}
+    completion: dict[str, Any] = {k: v for k, v in params.items() if k not in LMI_PARAMETERS}
     completion["prompt"] = inputs
     completion["max_tokens"] = LMI_DEFAULT_MAX_NEW_TOKENS if max_new_tokens is None else max_new_tokens
     # LMI's do_sample defaults to false: greedy unless the client asks for sampling, either with

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from entrypoint.lmi.translate import (
-    _LMI_PARAMETERS,
     LMI_DEFAULT_MAX_NEW_TOKENS,
+    LMI_PARAMETERS,
     LMIError,
     LMIRequest,
     LMIStreamTranslator,
@@ -243,7 +243,7 @@ json_values = st.recursive(
     max_leaves=8,
 )
 # every parameter the translator handles itself, vLLM names that pass through (or collide), any text
-param_names = st.sampled_from([*sorted(_LMI_PARAMETERS), "max_tokens", "min_tokens", "n"]) | st.text(max_size=8)
+param_names = st.sampled_from([*sorted(LMI_PARAMETERS), "max_tokens", "min_tokens", "n"]) | st.text(max_size=8)
 
 
 @settings(max_examples=300, deadline=None)
