@@ -1,27 +1,108 @@
 """The LMI vocabulary: environment aliases, LMI option names → vLLM engine arguments, legacy keys.
 
-Tables only (data, no logic), so the README's serving.properties reference and the tests read the
-same source. Facts: ../shared/reference/lmi-sagemaker-contract.md (djl-serving, LMI v27 line).
+Tables only (data, no logic), so docs/configuration.md (generated from them: python -m
+tools.docs_tables --write) and the tests read the same source. Facts:
+../shared/reference/lmi-sagemaker-contract.md (djl-serving, LMI v27 line).
 """
 
 from __future__ import annotations
 
-# SageMaker / TGI environment names → LMI option key, used only when the LMI key is unset.
-# Order matters where two aliases feed one key: the first one set wins (TENSOR_PARALLEL_DEGREE is
-# the explicit LMI name, SM_NUM_GPUS is what SageMaker's TGI-style images set).
-ENV_ALIASES: tuple[tuple[str, str], ...] = (
-    ("HF_MODEL_ID", "model_id"),
-    ("HF_REVISION", "revision"),
-    ("HF_MODEL_QUANTIZE", "quantize"),
-    ("HF_MODEL_TRUST_REMOTE_CODE", "trust_remote_code"),
-    ("TENSOR_PARALLEL_DEGREE", "tensor_parallel_degree"),
-    ("SM_NUM_GPUS", "tensor_parallel_degree"),
-    ("MAX_BATCH_SIZE", "max_rolling_batch_size"),
-    ("MAX_BATCH_PREFILL_TOKENS", "max_rolling_batch_prefill_tokens"),
-    ("MAX_TOTAL_TOKENS", "max_model_len"),
-    ("CUDA_MEMORY_FRACTION", "gpu_memory_utilization"),
-    ("DTYPE", "dtype"),
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LmiOption:
+    """One LMI option with its own meaning here: the row of docs/configuration.md it becomes."""
+
+    key: str  # option.KEY, normalised (lower case, `_`)
+    becomes: str  # what it turns into, as the docs say it
+    vllm: str | None = (
+        None  # the vLLM engine argument it is renamed to; None: passed under its own name or handled here
+    )
+    env: tuple[str, ...] = ()  # SageMaker/TGI variables that set it when the option is unset; the first set wins
+    notes: str = ""
+
+
+# The LMI options that are more than a pass-through (any other option.X that is a vLLM argument goes to
+# vLLM as --x, validated against its type). The alias and rename tables below are read from here.
+LMI_OPTIONS: tuple[LmiOption, ...] = (
+    LmiOption(
+        "model_id",
+        "the model (`vllm serve MODEL`)",
+        vllm="model",
+        env=("HF_MODEL_ID",),
+        notes="local dir, hub id, or `s3://` prefix (downloaded first); default `/opt/ml/model`",
+    ),
+    LmiOption("revision", "`--revision`", env=("HF_REVISION",)),
+    LmiOption(
+        "quantize",
+        "`--quantization`",
+        vllm="quantization",
+        env=("HF_MODEL_QUANTIZE",),
+        notes="online quantisation of a BF16 checkpoint; refused on an already quantised one",
+    ),
+    LmiOption(
+        "trust_remote_code", "`--trust-remote-code` / `--no-trust-remote-code`", env=("HF_MODEL_TRUST_REMOTE_CODE",)
+    ),
+    LmiOption(
+        "tensor_parallel_degree",
+        "`--tensor-parallel-size`",
+        vllm="tensor_parallel_size",
+        # TENSOR_PARALLEL_DEGREE is the explicit LMI name, SM_NUM_GPUS what SageMaker's TGI-style images set.
+        env=("TENSOR_PARALLEL_DEGREE", "SM_NUM_GPUS"),
+        notes="`max` or `-1` = all visible GPUs (NVML's list narrowed by `CUDA_VISIBLE_DEVICES` as CUDA reads it); "
+        "more than visible is refused",
+    ),
+    LmiOption("pipeline_parallel_degree", "`--pipeline-parallel-size`", vllm="pipeline_parallel_size"),
+    LmiOption(
+        "max_rolling_batch_size",
+        "`--max-num-seqs`",
+        vllm="max_num_seqs",
+        env=("MAX_BATCH_SIZE",),
+        notes="also the concurrency bound the rules see",
+    ),
+    LmiOption(
+        "max_rolling_batch_prefill_tokens",
+        "`--max-num-batched-tokens`",
+        vllm="max_num_batched_tokens",
+        env=("MAX_BATCH_PREFILL_TOKENS",),
+        notes="`8192`, `8k` (=8000), `8K` (=8192)",
+    ),
+    LmiOption(
+        "max_model_len",
+        "`--max-model-len`",
+        env=("MAX_TOTAL_TOKENS",),
+        notes="`32768`, `32k` (=32000), `32K` (=32768), `auto`",
+    ),
+    LmiOption("gpu_memory_utilization", "`--gpu-memory-utilization`", env=("CUDA_MEMORY_FRACTION",)),
+    LmiOption(
+        "enforce_eager",
+        "`--enforce-eager` / `--no-enforce-eager`",
+        notes="`ENABLE_CUDA_GRAPHS=false` sets it to true (and `=true` to false); on by default on the CPU engine",
+    ),
+    LmiOption(
+        "dtype",
+        "`--dtype`",
+        env=("DTYPE",),
+        notes="`fp16`/`bf16`/`fp32`/`auto` (and vLLM's own names) → `float16`/`bfloat16`/`float32`/`auto`",
+    ),
+    LmiOption("cpu_offload_gb_per_gpu", "`--cpu-offload-gb`", vllm="cpu_offload_gb"),
+    LmiOption(
+        "moe_backend",
+        "`--moe-backend` (before vLLM 0.17: that era's environment variables)",
+        notes="`auto` (the resolver decides) or a vLLM backend name, validated against the vLLM version, "
+        "the checkpoint and the GPU",
+    ),
+    LmiOption(
+        "moe_kernel",
+        "–",
+        notes="`auto`/`vllm`; `project` is refused until the kernels/ plugin ships",
+    ),
 )
+
+# SageMaker / TGI environment names → LMI option key, used only when the LMI key is unset.
+# Order matters where two aliases feed one key: the first one set wins.
+ENV_ALIASES: tuple[tuple[str, str], ...] = tuple((env, option.key) for option in LMI_OPTIONS for env in option.env)
 
 # ENABLE_CUDA_GRAPHS=false means the opposite option (enforce_eager=true): handled apart.
 CUDA_GRAPHS_ENV = "ENABLE_CUDA_GRAPHS"
@@ -30,15 +111,7 @@ CUDA_GRAPHS_ENV = "ENABLE_CUDA_GRAPHS"
 ENV_SERVER_ALIASES: tuple[tuple[str, str], ...] = (("MAX_CONCURRENT_REQUESTS", "job_queue_size"),)
 
 # LMI option name → vLLM engine argument it becomes (value transformed by entrypoint.resolve.engine_args).
-LMI_TO_VLLM: dict[str, str] = {
-    "model_id": "model",
-    "tensor_parallel_degree": "tensor_parallel_size",
-    "pipeline_parallel_degree": "pipeline_parallel_size",
-    "max_rolling_batch_size": "max_num_seqs",
-    "max_rolling_batch_prefill_tokens": "max_num_batched_tokens",
-    "quantize": "quantization",
-    "cpu_offload_gb_per_gpu": "cpu_offload_gb",
-}
+LMI_TO_VLLM: dict[str, str] = {option.key: option.vllm for option in LMI_OPTIONS if option.vllm}
 
 # LMI dtype spellings → vLLM --dtype values.
 DTYPE_NAMES: dict[str, str] = {

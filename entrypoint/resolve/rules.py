@@ -1,4 +1,4 @@
-"""The backend routing rules, each with its evidence. The README's decision table is this table.
+"""The backend routing rules, each with its evidence. docs/resolver-rules.md is generated from RULES.
 
 A rule overrides vLLM's automatic choice only where a measurement says it pays. Everything a rule
 does not match is left to vLLM (`--moe-backend` not passed) and the plan reports what vLLM's oracle
@@ -26,7 +26,7 @@ class RuleContext:
 @dataclass(frozen=True)
 class Rule:
     id: str
-    condition: str  # human wording for the README table
+    condition: str  # human wording for the docs/resolver-rules.md table
     backend: MoeBackend  # --moe-backend value the rule passes
     vllm_default: str  # what vLLM picks by itself in that case
     evidence: str
