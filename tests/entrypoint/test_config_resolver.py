@@ -424,3 +424,25 @@ def test_the_shipped_configs_cover_the_first_rule_models():
     assert index is not None
     assert "E=128,N=768,device_name=NVIDIA_H200,dtype=fp8_w8a8.json" in index.names
     assert "E=8,N=14336,device_name=NVIDIA_H200,dtype=fp8_w8a8.json" in index.names
+
+
+def test_the_middleware_path_in_every_plan_imports_the_lmi_middleware():
+    import importlib
+
+    from entrypoint.config_resolver import MIDDLEWARE
+    from entrypoint.lmi.middleware import LMIMiddleware
+
+    module, _, name = MIDDLEWARE.rpartition(".")
+    assert getattr(importlib.import_module(module), name) is LMIMiddleware
+
+
+def test_expert_parallelism_splits_the_experts_in_the_expected_file_name():
+    plan = resolve(
+        settings(tensor_parallel_degree="2", enable_expert_parallel="true"),
+        model("native fp8 static"),
+        simulate_gpus("H200", 2),
+        CAPS,
+        tuned=TUNED,
+    )
+    # kernels.shapes.moe_partition: EP keeps each expert whole (N=768) and gives each GPU 128/2 experts
+    assert any("E=64,N=768,device_name=NVIDIA_H200,dtype=fp8_w8a8.json: no baked file" in r for r in plan.reasons)

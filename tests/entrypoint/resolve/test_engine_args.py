@@ -227,3 +227,28 @@ def test_integer_acceptance_matches_vllms_own_parsers():
             except ConfigError:
                 ours = False
             assert ours == vllm_accepts(parse, value), (key, value)
+
+
+def test_the_values_the_resolver_reasons_about_are_typed_once():
+    engine = build_engine_args(
+        {
+            "tensor_parallel_degree": "max",
+            "enable_expert_parallel": "True",
+            "max_rolling_batch_size": "64",
+            "quantize": "fp8",
+            "dtype": "bf16",
+            "enforce_eager": "false",
+        },
+        {},
+        CAPS,
+        H200X8,
+    )
+    assert (engine.tensor_parallel_size, engine.expert_parallel, engine.max_num_seqs) == (8, True, 64)
+    assert (engine.quantization, engine.dtype, engine.enforce_eager) == ("fp8", "bfloat16", False)
+    unset = build_engine_args({}, {}, CAPS, H200X8)
+    assert (unset.tensor_parallel_size, unset.expert_parallel, unset.max_num_seqs, unset.enforce_eager) == (
+        1,
+        False,
+        None,
+        None,
+    )
