@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import find, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
+from entrypoint.config.moe import MoeBackend
 from entrypoint.config.settings import Settings
 from entrypoint.config_resolver import resolve
 from entrypoint.errors import ConfigError
@@ -28,6 +29,7 @@ from entrypoint.model.types import (
     WeightDtype as W,
 )
 from entrypoint.resolve.gpu import simulate_gpus
+from entrypoint.resolve.plan import Plan
 from entrypoint.resolve.tuned_configs import TunedConfigIndex
 from entrypoint.resolve.vllm_caps import load_snapshot
 
@@ -235,14 +237,22 @@ def test_before_0_17_an_override_without_an_env_switch_is_refused():
 
 @pytest.mark.parametrize("version", ["0.24.0", "0.26.0", "0.32.0"])
 def test_from_0_24_the_removed_flashinfer_variables_are_never_exported(version):
-    for scheme in SCHEMES:
-        for gpu in ("H200", "B200"):
-            try:
-                plan = resolve(settings(), model(scheme), simulate_gpus(gpu), load_snapshot(version))
-            except ConfigError:
-                continue
-            assert not any(name.startswith("VLLM_USE_FLASHINFER_MOE") for name in plan.env)
-            assert plan.env.get("VLLM_USE_DEEP_GEMM") != "1"
+    # Every scheme on both GPUs resolves (it used to skip refusals with `continue` and count nothing).
+    plans = [
+        resolve(settings(), model(scheme), simulate_gpus(gpu), load_snapshot(version))
+        for scheme in SCHEMES
+        for gpu in ("H200", "B200")
+    ]
+    assert len(plans) == 2 * len(SCHEMES)
+    for plan in plans:
+        assert not any(name.startswith("VLLM_USE_FLASHINFER_MOE") for name in plan.env)
+        assert plan.env.get("VLLM_USE_DEEP_GEMM") != "1"
+
+
+def test_before_0_17_the_same_check_does_see_the_era_variable():
+    # The assertion above can fail: on 0.16 the Triton rule is exported through VLLM_USE_FLASHINFER_MOE_FP8.
+    plan = resolve(settings(), model("native fp8 static"), simulate_gpus("H200"), load_snapshot("0.16.0"))
+    assert any(name.startswith("VLLM_USE_FLASHINFER_MOE") for name in plan.env)
 
 
 def test_a_user_flashinfer_variable_is_reported_as_ignored_from_0_24():
@@ -355,25 +365,40 @@ OPTION_KEYS = st.sampled_from(
 SHELLY = st.text(alphabet=st.sampled_from(list("ab1 ;|&$`'\"()<>*?\\\n{}[],:=-_.")), max_size=20)
 
 
-@hsettings(max_examples=300, deadline=None)
-@given(
-    options=st.dictionaries(
+# Every backend name as well as junk: with "triton" the only name, the user-backend path was never reached.
+BACKEND_VALUES = st.sampled_from([b.value for b in MoeBackend] + ["Flashinfer-Cutlass", "tritn", ""])
+FUZZ_INPUTS = st.tuples(
+    st.dictionaries(
         OPTION_KEYS, st.one_of(SHELLY, st.sampled_from(["true", "false", "4", "bf16", "triton", "max", '{"a": 1}']))
-    ),
-    scheme=st.sampled_from(sorted(SCHEMES)),
-    gpu=st.sampled_from(["H200", "H100", "B200", "A100", "cpu"]),
+    ).flatmap(lambda options: st.just(options) | BACKEND_VALUES.map(lambda b: {**options, "moe_backend": b})),
+    st.sampled_from(sorted(SCHEMES)),
+    st.sampled_from(["H200", "H100", "B200", "A100", "cpu"]),
 )
-def test_any_option_set_gives_argv_elements_and_a_validated_backend_or_a_config_error(options, scheme, gpu):
+
+
+def _resolve_fuzzed(options: dict[str, str], scheme: str, gpu: str) -> Plan | ConfigError:
     try:
-        plan = resolve(settings(**options), model(scheme), simulate_gpus(gpu, 8 if gpu != "cpu" else None), CAPS)
+        return resolve(settings(**options), model(scheme), simulate_gpus(gpu, 8 if gpu != "cpu" else None), CAPS)
     except ConfigError as exc:
-        assert exc.key and str(exc)
+        return exc
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(inputs=FUZZ_INPUTS)
+def test_any_option_set_gives_argv_elements_and_a_validated_backend_or_a_config_error(inputs):
+    options, scheme, gpu = inputs
+    plan = _resolve_fuzzed(options, scheme, gpu)
+    if isinstance(plan, ConfigError):
+        # A refusal names what the user set: one of the options (or a pair of twins), or the model on the CPU.
+        named = [part.strip().removeprefix("option.") for part in plan.key.split(" / ")]
+        assert (plan.key == "model" and gpu == "cpu") or all(key in options for key in named), plan
         return
     assert all(isinstance(arg, str) for arg in plan.vllm_args)
     # No element was glued from several values: every flag is one element and starts with --.
     flags = [a for a in plan.vllm_args[1:] if a.startswith("--")]
     assert all(" " not in f for f in flags)
-    if "--moe-backend" in plan.vllm_args:
+    assert ("--moe-backend" in plan.vllm_args) == (plan.moe_backend != "auto")
+    if plan.moe_backend != "auto":
         value = plan.vllm_args[plan.vllm_args.index("--moe-backend") + 1]
         assert value in CAPS.moe_backend_values
         assert value == plan.moe_backend
@@ -382,6 +407,23 @@ def test_any_option_set_gives_argv_elements_and_a_validated_backend_or_a_config_
 
         sm = simulate_gpus(gpu).sm
         assert gpu == "cpu" or not model(scheme).is_moe or backend_support(value, SCHEMES[scheme], sm) is None
+
+
+@pytest.mark.parametrize(
+    ("outcome", "holds"),
+    [
+        (
+            "a plan passing the user's backend",
+            lambda r: isinstance(r, Plan) and r.moe_backend_source == "option.moe_backend",
+        ),
+        ("a plan passing a rule's backend", lambda r: isinstance(r, Plan) and r.moe_backend_source.startswith("rule:")),
+        ("a plan leaving the backend to vLLM", lambda r: isinstance(r, Plan) and r.moe_backend == "auto"),
+        ("a refusal of an option", lambda r: isinstance(r, ConfigError) and r.key.startswith("option.")),
+    ],
+)
+def test_the_fuzzed_inputs_reach_every_outcome(outcome, holds):
+    # The property above returns early on refusals; this shows its inputs also reach every kind of plan.
+    find(FUZZ_INPUTS, lambda inputs: holds(_resolve_fuzzed(*inputs)), settings=hsettings(max_examples=2000))
 
 
 VALID_VALUES = {

@@ -180,14 +180,20 @@ def test_an_fp8_checkpoint_on_the_cpu_is_refused():
 
 
 @pytest.mark.parametrize(
-    "model",
-    [str(FIXTURES / "mixtral-8x7b-instruct-v0.1-fp8"), "org/does-not-exist", "/no/such/dir"],
+    ("model", "code", "shown"),
+    [
+        (str(FIXTURES / "mixtral-8x7b-instruct-v0.1-fp8"), 0, "entrypoint.lmi.middleware.LMIMiddleware"),
+        ("org/does-not-exist", 2, "option.model_id='org/does-not-exist'"),
+        ("/no/such/dir", 2, "option.model_id='/no/such/dir': directory does not exist"),
+    ],
     ids=["a good local model", "an unreachable hub id", "a missing directory"],
 )
-def test_secrets_never_appear_in_any_output(model):
+def test_secrets_never_appear_in_any_output(model, code, shown):
     for extra in ([], ["--json"]):
         done = run_resolve("--model", model, "--gpu", "H200", *extra)
         text = done.stdout + done.stderr
+        # It ran the path the case is about (an empty output would hide no secret either).
+        assert (done.returncode, shown in text) == (code, True), text
         for secret in SECRET_ENV.values():
             assert secret not in text
 
@@ -195,8 +201,11 @@ def test_secrets_never_appear_in_any_output(model):
 def test_the_human_output_is_a_table_and_reasons():
     done = run_resolve("--model", str(FIXTURES / "mixtral-8x7b-instruct-v0.1-fp8"), "--gpu", "H200")
     assert done.returncode == 0, done.stderr
-    assert "moe_backend" in done.stdout and "reasons:" in done.stdout
-    assert "vllm serve " in done.stdout
+    lines = done.stdout.splitlines()
+    # The row itself, not the word in a reason line (which used to satisfy `"moe_backend" in stdout`).
+    assert any(line.startswith("moe backend   triton (source: rule:") for line in lines), done.stdout
+    assert any(line.startswith("command       vllm serve ") for line in lines), done.stdout
+    assert "reasons:" in lines
 
 
 def test_environment_settings_beat_the_image_default_serving_properties():

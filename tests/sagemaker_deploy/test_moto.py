@@ -119,8 +119,10 @@ def test_plan_json_for_every_instance_type(instance_type, capsys):
     assert data["instance_type"] == instance_type
     assert data["gpu"]["count"] == count
     assert data["vllm_version"] == "0.26.0"  # the image's vLLM, not this machine's CPU build
-    tp = data["vllm_args"][data["vllm_args"].index("--tensor-parallel-size") + 1] if count > 1 else "1"
-    assert tp == str(count)  # the image default serving.properties: tensor_parallel_degree=max
+    # The image default serving.properties: tensor_parallel_degree=max, passed on one GPU too (the single-GPU
+    # types used to compare "1" with "1" without looking at the plan).
+    tp = data["vllm_args"][data["vllm_args"].index("--tensor-parallel-size") + 1]
+    assert tp == str(count)
 
 
 def test_plan_on_p5e_picks_triton_for_static_fp8_and_keys_match_entrypoint_resolve(aws_env):

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
 from entrypoint.lmi.translate import (
@@ -246,12 +246,16 @@ json_values = st.recursive(
 param_names = st.sampled_from([*sorted(LMI_PARAMETERS), "max_tokens", "min_tokens", "n"]) | st.text(max_size=8)
 
 
+# Values that a parameter can accept, as well as any JSON: with JSON alone (and a stream that is rarely a
+# boolean) the accepted branch below only ever saw requests without a translated parameter.
+in_range = st.integers(1, 64) | st.floats(0.05, 1.0) | st.booleans() | st.text(min_size=1, max_size=4)
+ANY_INPUTS = json_values | st.text(max_size=20)
+ANY_PARAMS = st.dictionaries(param_names, in_range | json_values, max_size=6) | json_values
+ANY_STREAM = st.booleans() | json_values
+
+
 @settings(max_examples=300, deadline=None)
-@given(
-    inputs=json_values | st.text(max_size=20),
-    params=st.dictionaries(param_names, json_values, max_size=6) | json_values,
-    stream=json_values,
-)
+@given(inputs=ANY_INPUTS, params=ANY_PARAMS, stream=ANY_STREAM)
 def test_parse_accepts_or_refuses_with_400_for_any_json(inputs: Any, params: Any, stream: Any) -> None:
     body = {"inputs": inputs, "parameters": params, "stream": stream}
     try:
@@ -263,6 +267,21 @@ def test_parse_accepts_or_refuses_with_400_for_any_json(inputs: Any, params: Any
     assert req.completion["prompt"] == inputs
     assert req.completion["max_tokens"] >= 1
     assert req.completion.get("stream", False) is stream
+
+
+def _parses(body: dict[str, Any], with_parameter: bool) -> bool:
+    try:
+        req = parse_lmi_request(body)
+    except LMIError:
+        return False
+    return not with_parameter or any(name in req.completion for name in ("top_p", "stop", "seed", "min_tokens"))
+
+
+@pytest.mark.parametrize("with_parameter", [False, True], ids=["any request", "one with a translated parameter"])
+def test_the_fuzzed_bodies_also_reach_accepted_requests(with_parameter: bool) -> None:
+    # The property above returns early on a 400; this shows its inputs reach its other branch too.
+    bodies = st.fixed_dictionaries({"inputs": ANY_INPUTS, "parameters": ANY_PARAMS, "stream": ANY_STREAM})
+    find(bodies, lambda body: _parses(body, with_parameter), settings=settings(max_examples=2000))
 
 
 # ---------------------------------------------------------------------------------------------

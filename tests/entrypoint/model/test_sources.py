@@ -216,9 +216,10 @@ def test_s3_download_fetches_everything_then_resumes_without_a_single_get(
     dest = tmp_path / "dest"
 
     assert download_model(f"s3://{bucket}/ckpt", dest, environ=aws_env) == dest
-    for path in source.rglob("*"):
-        if path.is_file():
-            assert (dest / path.relative_to(source)).read_bytes() == path.read_bytes()
+    files = [path for path in source.rglob("*") if path.is_file()]
+    assert len(files) == 4  # config, two shards, the nested tokenizer file
+    for path in files:
+        assert (dest / path.relative_to(source)).read_bytes() == path.read_bytes()
     assert not list(dest.rglob(f"*{PART_SUFFIX}"))
     mtimes = {p: p.stat().st_mtime_ns for p in dest.rglob("*") if p.name != S3_MANIFEST}
 
