@@ -19,7 +19,6 @@ from entrypoint.config.lmi_options import (
     ENGINE_VALUES,
     LEGACY_OPTIONS,
     LMI_TO_VLLM,
-    PROJECT_OPTIONS,
     RESERVED_ARGS,
     SERVER_KEYS,
 )
@@ -134,7 +133,7 @@ def _validate(key: str, value: str, spec: EngineArg, where: str) -> str:
         if not math.isfinite(number):  # float() also takes 'nan', 'inf' and non-ASCII digits
             raise ConfigError(where, value, "must be a finite number", ("0.9", "0.85", "1e-3")) from None
     elif spec.kind == "choice" and value not in spec.choices:
-        # option.moe_backend never gets here (PROJECT_OPTIONS): the resolver normalises and checks it.
+        # option.moe_backend never gets here: it is a typed Settings field, not one of Settings.options.
         raise ConfigError(where, value, "not an accepted value", spec.choices)
     elif spec.kind == "json" and value[:1] in "{[":
         try:
@@ -199,8 +198,8 @@ def build_engine_args(
     chosen: dict[str, tuple[str, str]] = {}  # vLLM name → (value, LMI key it came from)
     for key in sorted(options):
         value = options[key]
-        if key in ("model_id", "model") or key in PROJECT_OPTIONS:
-            continue  # the resolver handles these
+        if key in ("model_id", "model"):
+            continue  # the resolver's positional argument
         if key in RESERVED_ARGS:
             raise ConfigError(f"option.{key}", value, RESERVED_ARGS[key])
         vllm_key = LMI_TO_VLLM.get(key, key)
