@@ -63,7 +63,7 @@ FROM base AS deps
 ARG FLAVOUR
 # The cuda engine. Bump VLLM_VERSION together with the torch and FlashInfer versions that vLLM release
 # pins (vLLM 0.26.0: torch 2.11.0, flashinfer-python 0.6.14); the resolver's capability table
-# (entrypoint/vllm_caps.py) must know the version, or `resolve` refuses backends it cannot vouch for.
+# (entrypoint/resolve/vllm_caps.py) must know the version, or `resolve` refuses backends it cannot vouch for.
 ARG VLLM_VERSION=0.26.0
 # torch's CUDA 13.0 build comes from the PyTorch index, the rest from the package registry.
 ARG TORCH_VERSION=2.11.0

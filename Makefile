@@ -49,6 +49,7 @@ run: venv
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 	$(VENV)/bin/hadolint --failure-threshold error Dockerfile
 	$(VENV)/bin/shellcheck --external-sources docker/*.sh scripts/*.sh benchmarks/device/*.sh kernels/device/*.sh
 

@@ -28,7 +28,7 @@ echo "kernel configs: ${#configs[@]} file(s) in $PREFIX/kernel-configs"
 
 # The installed package must import from outside the source tree (no accidental cwd import).
 (cd / && "$PY" -m entrypoint --help >/dev/null)
-(cd / && "$PY" -m entrypoint.tiny_model "$PREFIX/tiny-moe")
+(cd / && "$PY" -m entrypoint.model.tiny_model "$PREFIX/tiny-moe")
 
 if [[ ${REMOVE_SRC:-1} == 1 ]]; then
     rm -rf "$SRC"

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from entrypoint.errors import ConfigError
-from entrypoint.plan import Plan
+from entrypoint.resolve.render import render_plan
 
 EXIT_CONFIG_ERROR = 2
 log = logging.getLogger("entrypoint")
@@ -51,27 +51,6 @@ def build_parser() -> argparse.ArgumentParser:
     local = commands.add_parser("run-local", help="serve the embedded tiny MoE model on 127.0.0.1 (CPU engine)")
     local.add_argument("--port", type=int, help="port (default ${SAGEMAKER_BIND_TO_PORT:-8080})")
     return parser
-
-
-def render_plan(plan: Plan) -> str:
-    """A short human table, then the reasons (secrets shown as ***: see Plan.redacted)."""
-    plan = plan.redacted()
-    rows = [
-        ("model", plan.model),
-        ("gpu", f"{plan.gpu.get('count')} x {plan.gpu.get('name')} (sm {plan.gpu.get('sm')})"),
-        ("quantization", plan.quantization.get("summary", "")),
-        ("moe_backend", f"{plan.moe_backend} (source: {plan.moe_backend_source})"),
-        ("effective backend", str(plan.effective_moe_backend)),
-        ("vllm", f"{plan.vllm_version} ({plan.vllm_version_source})"),
-        ("env", " ".join(f"{k}={v}" for k, v in sorted(plan.env.items())) or "-"),
-        ("command", "vllm serve " + " ".join(plan.vllm_args)),
-    ]
-    width = max(len(name) for name, _ in rows)
-    lines = [f"{name.ljust(width)}  {value}" for name, value in rows]
-    lines += ["", "reasons:"] + [f"  - {reason}" for reason in plan.reasons]
-    if plan.ignored_options:
-        lines += ["ignored:"] + [f"  - {item}" for item in plan.ignored_options]
-    return "\n".join(lines)
 
 
 def _resolve(args: argparse.Namespace) -> int:

@@ -10,14 +10,14 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from entrypoint.config.settings import load_settings
 from entrypoint.config_resolver import resolve
-from entrypoint.gpu import gpu_inventory
-from entrypoint.model_info import describe_model
-from entrypoint.model_source import read_model_configs
-from entrypoint.plan import Plan
-from entrypoint.settings import load_settings
-from entrypoint.tuned_configs import TunedConfigIndex, default_config_dir
-from entrypoint.vllm_caps import detect_capabilities
+from entrypoint.model.describe import describe_model
+from entrypoint.model.sources import read_model_configs
+from entrypoint.resolve.gpu import gpu_inventory
+from entrypoint.resolve.plan import Plan
+from entrypoint.resolve.tuned_configs import TunedConfigIndex, default_config_dir
+from entrypoint.resolve.vllm_caps import detect_capabilities
 
 
 def build_plan(
@@ -42,10 +42,10 @@ def build_plan(
     description = describe_model(config, hf_quant_config, source=source, quantize=settings.options.get("quantize"))
     gpus = gpu_inventory(gpu, num_gpus)
     caps = detect_capabilities(vllm_version)
-    gpu_line = gpus.as_dict()
+    gpu = gpus.summary()
     context = (
         *settings_reasons,
-        f"gpu: {gpu_line['count']} x {gpu_line['name']} (sm {gpu_line['sm']}, {gpus.source})",
+        f"gpu: {gpu.count} x {gpu.name} (sm {gpu.sm}, {gpus.source})",
         f"model: {source}: {'MoE' if description.is_moe else 'dense'}, {description.quantization.summary()}",
         f"vllm: {caps.version} ({caps.source})",
     )

@@ -1,6 +1,6 @@
 """`make run` → `python -m entrypoint run-local [--port P]`: the embedded default without a GPU.
 
-Generates the tiny Qwen3-MoE checkpoint once (entrypoint.tiny_model), sets the CPU engine's
+Generates the tiny Qwen3-MoE checkpoint once (entrypoint.model.tiny_model), sets the CPU engine's
 environment defaults, prints a few requests to try, and then takes exactly the path the image's
 `serve` takes — resolver, plan, `vllm serve --middleware ...` — on 127.0.0.1.
 """
@@ -14,8 +14,8 @@ from collections.abc import MutableMapping
 from pathlib import Path
 from typing import NoReturn
 
+from entrypoint.model.tiny_model import ensure_tiny_model
 from entrypoint.serve import serve_main
-from entrypoint.tiny_model import ensure_tiny_model
 
 TINY_MODEL_DIR_ENV = "MOE_SERVING_TINY_MODEL_DIR"
 LOCAL_HOST = "127.0.0.1"

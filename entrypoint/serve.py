@@ -20,7 +20,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import NoReturn
 
-from entrypoint.plan import Plan
+from entrypoint.resolve.plan import Plan
+from entrypoint.resolve.render import Layout, render_plan
 
 log = logging.getLogger("entrypoint.serve")
 
@@ -62,26 +63,13 @@ def with_model(plan: Plan, local: str) -> Plan:
 
 def plan_log_lines(plan: Plan) -> list[str]:
     """The few lines the startup log gives the plan: what runs, on what, and why (secrets as ***)."""
-    plan = plan.redacted()
-    gpu = plan.gpu or {}
-    lines = [
-        f"model: {plan.model}",
-        f"engine: vLLM {plan.vllm_version} on {gpu.get('count', 0)} x {gpu.get('name', 'cpu')}",
-        f"MoE backend: {plan.moe_backend} (source: {plan.moe_backend_source}; "
-        f"runs: {plan.effective_moe_backend or 'dense model'}; kernels: {plan.moe_kernel})",
-    ]
-    lines += [f"reason: {reason}" for reason in plan.reasons]
-    lines += [f"ignored: {item}" for item in plan.ignored_options]
-    if plan.env:
-        lines.append("env: " + " ".join(f"{k}={v}" for k, v in sorted(plan.env.items())))
-    lines.append("exec: vllm serve " + " ".join(plan.vllm_args))
-    return lines
+    return render_plan(plan, Layout.LINES).splitlines()
 
 
 def fetch_if_remote(plan: Plan, environ: Mapping[str, str]) -> Plan:
     if not plan.fetch_model:
         return plan
-    from entrypoint.model_source import download_model
+    from entrypoint.model.sources import download_model
 
     dest = download_dir_for(plan.model, environ)
     log.info("fetching %s into %s (resumes a partial download)", plan.model, dest)
@@ -97,7 +85,7 @@ def run_vllm_cli(args: list[str]) -> int:
     """
     from vllm.entrypoints.cli.main import main as vllm_main
 
-    from entrypoint.lmi_middleware import exit_code
+    from entrypoint.lmi.lifecycle import exit_code
 
     sys.argv = ["vllm", *args]
     vllm_main()

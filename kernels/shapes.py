@@ -140,3 +140,10 @@ def shape_by_key(key: str) -> KernelShape:
             raise ValueError(f"shape {key!r}: split must look like tp8 or tp1ep8")
         tp, ep = int(tp_s), int(ep_s or 1)
     return KernelShape(MODELS[model_name], tp=tp, ep=ep)
+
+
+def moe_partition(num_experts: int, intermediate: int, tp: int, expert_parallel: bool) -> tuple[int, int]:
+    """(E, N) as vLLM sees them on one GPU: EP splits the experts, TP splits each expert's width."""
+    if expert_parallel:
+        return num_experts // tp, intermediate
+    return num_experts, intermediate // tp

@@ -1,6 +1,6 @@
 """serving.properties → the container's Environment, the way the container reads it back.
 
-The container maps `OPTION_FOO_BAR=v` to `option.foo_bar` (entrypoint/settings.py), so a
+The container maps `OPTION_FOO_BAR=v` to `option.foo_bar` (entrypoint/config/settings.py), so a
 properties file travels to SageMaker as environment variables when there is no S3 model prefix to
 put it in. Keys without the `option.` prefix (server settings such as `engine`) travel under their
 upper-case names. The result is checked against SageMaker's EnvironmentMap limits from botocore.

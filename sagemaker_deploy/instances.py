@@ -1,7 +1,7 @@
 """SageMaker instance types → the accelerators the resolver should plan for.
 
-Only GPU instances the resolver knows (entrypoint/gpu.py KNOWN_GPUS) are listed; every name is also
-checked against botocore's ProductionVariantInstanceType enum (tests/test_sagemaker_deploy_plan.py),
+Only GPU instances the resolver knows (entrypoint/resolve/gpu.py KNOWN_GPUS) are listed; every name is also
+checked against botocore's ProductionVariantInstanceType enum (tests/sagemaker_deploy/test_units.py),
 so a typo here cannot reach CreateEndpointConfig.
 """
 
@@ -13,7 +13,7 @@ from entrypoint.errors import ConfigError
 
 
 class Accelerators(NamedTuple):
-    gpu: str  # a name entrypoint.gpu.simulate_gpus accepts
+    gpu: str  # a name entrypoint.resolve.gpu.simulate_gpus accepts
     count: int
 
 

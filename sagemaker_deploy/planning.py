@@ -9,8 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from entrypoint.plan import Plan
-from entrypoint.settings import DEFAULT_PROPERTIES_ENV, DEFAULT_PROPERTIES_PATH
+from entrypoint.config.settings import DEFAULT_PROPERTIES_ENV, DEFAULT_PROPERTIES_PATH
+from entrypoint.resolve.plan import Plan
+from entrypoint.resolve.render import render_plan
 from sagemaker_deploy.instances import accelerators_for
 
 # The vLLM the image pins (Dockerfile ARG VLLM_VERSION; tests/test_dockerfile.py keeps them equal):
@@ -60,17 +61,6 @@ def plan_json(plan: Plan, instance_type: str) -> dict[str, Any]:
 
 
 def plan_text(plan: Plan, instance_type: str) -> str:
-    """The plan as deploy prints it (secret values such as --api-key and HF_TOKEN shown as ***)."""
-    plan = plan.redacted()
+    """The plan as deploy prints it: resolve's table, the instance first (secrets such as --api-key as ***)."""
     gpus = accelerators_for(instance_type)
-    lines = [
-        f"instance:    {instance_type} ({gpus.count}x {gpus.gpu})",
-        f"model:       {plan.model}",
-        f"moe backend: {plan.moe_backend} (effective {plan.effective_moe_backend}, from {plan.moe_backend_source})",
-        f"vllm:        {plan.vllm_version} ({plan.vllm_version_source})",
-        "command:     vllm serve " + " ".join(plan.vllm_args),
-    ]
-    lines += [f"env:         {k}={v}" for k, v in sorted(plan.env.items())]
-    lines += [f"why:         {reason}" for reason in plan.reasons]
-    lines += [f"ignored:     {key}" for key in plan.ignored_options]
-    return "\n".join(lines)
+    return render_plan(plan, first_rows=[("instance", f"{instance_type} ({gpus.count}x {gpus.gpu})")])

@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from entrypoint.config.settings import read_properties
 from entrypoint.errors import ConfigError
-from entrypoint.plan import Plan
-from entrypoint.settings import read_properties
+from entrypoint.model.s3 import S3Location
+from entrypoint.resolve.plan import Plan
 from sagemaker_deploy.environment import check_env_limits, properties_to_env
 from sagemaker_deploy.planning import plan_for_instance
 from sagemaker_deploy.requests import Deployment
-from sagemaker_deploy.s3data import S3Prefix, fetch_plan_files, list_objects
+from sagemaker_deploy.s3data import data_source, fetch_plan_files, list_objects, parse_model_data, prefix_uri
 from sagemaker_deploy.sizing import ModelSize, timeouts_for
 from sagemaker_deploy.validation import RequestInvalid
 
@@ -45,7 +46,7 @@ class Prepared:
     plan: Plan
     size: ModelSize
     upload_properties: Path | None  # serving.properties to put beside the weights, if any
-    model_data: S3Prefix | None
+    model_data: S3Location | None
 
 
 def _require(flag: str, value: str, accepted: str, why: str) -> None:
@@ -62,12 +63,12 @@ def prepare(request: Request, s3: Any | None) -> Prepared:
     model_id = request.model or props.get("option.model_id", "").strip() or None
 
     if request.model_data:
-        where = S3Prefix.parse(request.model_data)
+        where = parse_model_data(request.model_data)
         if model_id:
             raise ConfigError(
                 "option.model_id",
                 model_id,
-                f"conflicts with --model-data {where.uri} (the model is mounted there)",
+                f"conflicts with --model-data {prefix_uri(where)} (the model is mounted there)",
                 "one of them",
             )
         plan, size = _plan_from_prefix(request, where, s3)
@@ -110,7 +111,7 @@ def prepare(request: Request, s3: Any | None) -> Prepared:
         environment=environment,
         timeouts=timeouts,
         instance_count=request.instance_count,
-        model_data=where.data_source() if where else None,
+        model_data=data_source(where) if where else None,
     )
     try:
         deployment.validate()
@@ -119,7 +120,7 @@ def prepare(request: Request, s3: Any | None) -> Prepared:
     return Prepared(deployment, plan, size, upload, where)
 
 
-def _plan_from_prefix(request: Request, where: S3Prefix, s3: Any) -> tuple[Plan, ModelSize]:
+def _plan_from_prefix(request: Request, where: S3Location, s3: Any) -> tuple[Plan, ModelSize]:
     """Fetch the prefix's config files into a scratch directory and resolve against them."""
     objects = list_objects(s3, where)
     scratch = Path(tempfile.mkdtemp(prefix="sagemaker-deploy-"))
@@ -130,10 +131,10 @@ def _plan_from_prefix(request: Request, where: S3Prefix, s3: Any) -> tuple[Plan,
         plan = plan_for_instance(request.instance_type, model=str(scratch), properties=None)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return plan, ModelSize(sum(objects.values()), "s3 prefix")
+    return plan, ModelSize(sum(obj.size for obj in objects), "s3 prefix")
 
 
 def _size_of_remote(model_id: str, s3: Any) -> ModelSize:
     if model_id.startswith("s3://") and s3 is not None:
-        return ModelSize(sum(list_objects(s3, S3Prefix.parse(model_id)).values()), "s3 prefix")
+        return ModelSize(sum(obj.size for obj in list_objects(s3, parse_model_data(model_id))), "s3 prefix")
     return ModelSize(None, "unknown")

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from entrypoint.errors import ConfigError
-from entrypoint.model_info import describe_model
-from entrypoint.model_types import ModelDescription, WeightDtype
+from entrypoint.model.describe import describe_model
+from entrypoint.model.types import ModelDescription, WeightDtype
 
 MIN_TIMEOUT_S = 600
 MAX_TIMEOUT_S = 3600
@@ -65,7 +65,7 @@ def _text_config(config: dict[str, Any]) -> dict[str, Any]:
     return {**config, **nested} if isinstance(nested, dict) else config
 
 
-# Bytes per weight by the checkpoint's weight dtype (entrypoint.model_info's normalised view).
+# Bytes per weight by the checkpoint's weight dtype (entrypoint.model.describe's normalised view).
 _BYTES_PER_WEIGHT = {
     WeightDtype.FP32: 4.0, WeightDtype.BF16: 2.0, WeightDtype.FP16: 2.0, WeightDtype.FP8: 1.0,
     WeightDtype.INT8: 1.0, WeightDtype.NVFP4: 0.5, WeightDtype.MXFP4: 0.5, WeightDtype.INT4: 0.5,

@@ -185,7 +185,7 @@ def test_an_error_line_in_a_stream_is_reported_not_counted() -> None:
 @pytest.mark.e2e
 def test_the_served_harness_measures_the_tiny_model_on_the_cpu_engine(tmp_path: Path) -> None:
     from entrypoint.run_local import CPU_ENV_DEFAULTS, tiny_model_dir
-    from entrypoint.tiny_model import ensure_tiny_model
+    from entrypoint.model.tiny_model import ensure_tiny_model
 
     model = ensure_tiny_model(tiny_model_dir(dict(os.environ)))
     out = tmp_path / "out"

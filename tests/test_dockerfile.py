@@ -117,7 +117,7 @@ def test_final_stage_keeps_the_sagemaker_contract():
 
 
 def test_the_default_properties_path_is_the_one_the_settings_loader_reads():
-    from entrypoint.settings import DEFAULT_PROPERTIES_PATH
+    from entrypoint.config.settings import DEFAULT_PROPERTIES_PATH
 
     final = " ".join(args_of("COPY", final_stage()))
     assert f"serving.properties {DEFAULT_PROPERTIES_PATH}" in final

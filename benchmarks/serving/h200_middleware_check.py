@@ -189,7 +189,7 @@ def main() -> int:
         "--port",
         str(port),
         "--middleware",
-        "entrypoint.lmi_middleware.LMIMiddleware",
+        "entrypoint.lmi.middleware.LMIMiddleware",
         "--max-model-len",
         "512",
         "--gpu-memory-utilization",

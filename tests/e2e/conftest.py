@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from entrypoint.model.tiny_model import ensure_tiny_model
 from entrypoint.run_local import tiny_model_dir
-from entrypoint.tiny_model import ensure_tiny_model
 from tests.e2e.server import STARTED, Server
 
 

@@ -106,7 +106,8 @@ def test_engine_death_stops_the_server_and_ping(tiny_model: Path, tmp_path: Path
         code = server.stop()
         assert server.proc.returncode is not None and time.monotonic() - killed < SAGEMAKER_STOP_GRACE_S + 12
         assert code != 0, "the container must exit non-zero when its engine dies"
-        # The middleware sees the engine process gone at once (entrypoint/engine_processes.py): no 200 after the kill.
+        # The middleware sees the engine process gone at once (entrypoint/lmi/engine_processes.py):
+        # no 200 after the kill.
         assert last_ok is None, f"/ping answered 200 {last_ok:.2f} s after the engine died"
     finally:
         server.stop()

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from entrypoint.model.tiny_model import ensure_tiny_model
 from entrypoint.run_local import tiny_model_dir
-from entrypoint.tiny_model import ensure_tiny_model
 from tests.image.container import Container
 
 HERE = Path(__file__).parent

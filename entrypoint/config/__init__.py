@@ -1,0 +1,1 @@
+"""What the user configured: serving.properties, OPTION_* and SageMaker/TGI variables, the LMI option tables."""

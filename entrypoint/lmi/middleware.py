@@ -1,0 +1,363 @@
+"""LMI compatibility inside vLLM's own server: a pure ASGI middleware on POST /invocations.
+
+Loaded by `vllm serve --middleware entrypoint.lmi.middleware.LMIMiddleware` (the resolver puts
+that flag in every plan), so there is no second process and no extra network hop. Everything else
+(/v1/*, GET requests) goes straight to vLLM without being touched, and so do /ping and /health while the engine
+process lives (once it is gone they answer 503 here, before vLLM's own check has noticed: engine_processes.py).
+
+On /invocations the body is read once and classified (entrypoint.lmi.translate):
+- "prompt" / "messages": replayed to vLLM's /invocations unchanged (content-type set to JSON);
+- "inputs": translated to a completion body and sent to vLLM's /invocations handler, whose answer
+  is translated back — JSON, or SSE → application/jsonlines when streaming;
+- anything else: an LMI error {"code": 400, "error": ...} without reaching vLLM.
+
+The path stays /invocations (not /v1/completions) so vLLM's SageMaker hooks — adapter and session
+headers — still apply, and `--api-key`, which guards /v1 only, keeps its documented scope.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from entrypoint.lmi.engine_processes import EngineProcesses
+from entrypoint.lmi.lifecycle import Message, Receive, Scope, engine_stopped, watch_lifespan
+from entrypoint.lmi.translate import (
+    CUSTOM_ATTRIBUTES_HEADER,
+    LMIError,
+    LMIRequest,
+    LMIStreamTranslator,
+    Schema,
+    classify_body,
+    completion_to_lmi,
+    dumps_line,
+    loads_vllm,
+    parse_custom_attributes,
+    parse_lmi_request,
+    vllm_error_to_lmi,
+)
+
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+logger = logging.getLogger("entrypoint.lmi")
+
+INVOCATIONS = "/invocations"
+# SageMaker's health check and vLLM's own: both answer 503 the moment the engine process is gone.
+HEALTH_PATHS = ("/ping", "/health")
+JSONLINES = b"application/jsonlines"
+# SAGEMAKER_MAX_PAYLOAD_IN_MB is LMI's knob for the request size; unset means no limit here
+# (SageMaker itself caps real-time payloads before they reach the container).
+MAX_PAYLOAD_ENV = "SAGEMAKER_MAX_PAYLOAD_IN_MB"
+_CUSTOM_ATTRIBUTES_KEY = CUSTOM_ATTRIBUTES_HEADER.encode("latin-1")
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+def _max_payload_bytes() -> int | None:
+    value = os.environ.get(MAX_PAYLOAD_ENV, "").strip()
+    if not value:
+        return None
+    try:
+        megabytes = float(value)
+    except ValueError:
+        logger.warning("%s=%r is not a number; no request size limit applied", MAX_PAYLOAD_ENV, value)
+        return None
+    return int(megabytes * 1024 * 1024) if megabytes > 0 else None
+
+
+class LMIMiddleware:
+    """ASGI middleware: LMI's TGI schema and error shape on /invocations, nothing else changed."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.max_payload = _max_payload_bytes()
+        self.watch = _EngineWatch()
+        self.engines = EngineProcesses()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self.app(scope, watch_lifespan(scope, receive, self.engines), send)
+            return
+        if scope["type"] == "http" and scope["path"] in HEALTH_PATHS and self.engines.dead():
+            # vLLM's own check notices a few ms later (entrypoint/lmi/engine_processes.py): never 200 in between.
+            await _send_json(send, 503, LMIError(503, "the inference engine process is gone").body())
+            return
+        if scope["type"] != "http" or scope["path"] != INVOCATIONS or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        try:
+            raw = await _read_body(receive, self.max_payload)
+        except _BodyTooLarge:
+            await _send_json(send, 413, LMIError(413, f"request body over {MAX_PAYLOAD_ENV} MB").body())
+            return
+        except _Disconnected:
+            return
+        header = _header(scope.get("headers", []), _CUSTOM_ATTRIBUTES_KEY)
+        attributes = parse_custom_attributes(None if header is None else header.decode("latin-1"))
+        if attributes:
+            # Kept on the request for handlers that want them (request.state.custom_attributes).
+            scope.setdefault("state", {})["custom_attributes"] = attributes
+        try:
+            schema, body = classify_body(raw)
+            if schema is not Schema.LMI:
+                await self._passthrough(_json_scope(scope, raw), _replay(raw, receive), send)
+                return
+            req = parse_lmi_request(body)
+        except LMIError as error:
+            await _send_json(send, error.code, error.body())
+            return
+        translated = json.dumps(req.completion).encode()
+        handle = self._stream if req.stream else self._unary
+        await handle(req, _json_scope(scope, translated), _replay(translated, receive), send)
+
+    async def _unary(self, req: LMIRequest, scope: Scope, receive: Receive, send: Send) -> None:
+        status = 500
+        chunks: list[bytes] = []
+        responded = False
+
+        async def capture(message: Message) -> None:
+            # Answer as soon as vLLM's body is complete: its handler may still run background
+            # work before returning, which the client must not wait for.
+            nonlocal status, responded
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+                if not message.get("more_body", False) and not responded:
+                    responded = True
+                    status_out, payload = _unary_answer(req, status, b"".join(chunks))
+                    await _send_json(send, status_out, payload)
+
+        try:
+            await self.watch.call(self.app, scope, receive, capture)
+        except _EngineStopped:
+            if not responded:
+                await _send_json(send, 503, ENGINE_STOPPED.body())
+            return
+        except Exception as exc:  # the engine failed under the handler: LMI's 500, logged
+            logger.exception("LMI request failed inside vLLM")
+            if not responded:
+                await _send_json(send, 500, LMIError(500, f"inference failed: {type(exc).__name__}").body())
+            return
+        if not responded:  # vLLM returned without a complete body
+            await _send_json(send, 500, LMIError(500, "vLLM ended the request without an answer").body())
+
+    async def _stream(self, req: LMIRequest, scope: Scope, receive: Receive, send: Send) -> None:
+        translator = LMIStreamTranslator(req)
+        started = False  # our own response start has gone out
+        ended = False  # our last body message (more_body False) has gone out
+        error_status: int | None = None  # vLLM answered an error before streaming
+        error_chunks: list[bytes] = []
+
+        async def relay(message: Message) -> None:
+            nonlocal started, ended, error_status
+            if message["type"] == "http.response.start":
+                if message["status"] >= 400:
+                    error_status = message["status"]
+                    return
+                started = True
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": message["status"],
+                        "headers": [
+                            *_without(message.get("headers", []), b"content-type", b"content-length"),
+                            (b"content-type", JSONLINES),
+                        ],
+                    }
+                )
+            elif message["type"] == "http.response.body":
+                body = message.get("body", b"")
+                more = message.get("more_body", False)
+                if error_status is not None:
+                    error_chunks.append(body)
+                    return
+                out = translator.feed(body)
+                if not more:
+                    out += translator.close()
+                if out or not more:
+                    ended = not more
+                    await send({"type": "http.response.body", "body": out, "more_body": more})
+
+        try:
+            await self.watch.call(self.app, scope, receive, relay)
+        except Exception as exc:
+            if isinstance(exc, _EngineStopped):
+                error = ENGINE_STOPPED
+            else:
+                logger.exception("LMI stream failed inside vLLM")
+                error = LMIError(500, f"inference failed: {type(exc).__name__}")
+            if ended:
+                return
+            if started:
+                await send({"type": "http.response.body", "body": translator.fail(error), "more_body": False})
+            else:  # nothing sent yet: the error's own status (503 for an engine stop, as in _unary)
+                await _send_json(send, error.code, error.body())
+            return
+        if error_status is not None:
+            error = vllm_error_to_lmi(error_status, b"".join(error_chunks))
+            await _send_json(send, error.code, error.body())
+
+    async def _passthrough(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """OpenAI bodies go to vLLM as they are; only an engine stop mid-request is answered here."""
+        started = ended = event_stream = False
+
+        async def track(message: Message) -> None:
+            nonlocal started, ended, event_stream
+            if message["type"] == "http.response.start":
+                started = True
+                content_type = _header(message.get("headers", []), b"content-type") or b""
+                event_stream = content_type.startswith(b"text/event-stream")
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                ended = True
+            await send(message)
+
+        try:
+            await self.watch.call(self.app, scope, receive, track)
+        except _EngineStopped:
+            error = {"error": {"message": ENGINE_STOPPED.message, "type": "ServiceUnavailableError", "code": 503}}
+            if not started:
+                await _send_json(send, 503, error)
+            elif not ended:
+                tail = b"data: " + json.dumps(error).encode() + b"\n\ndata: [DONE]\n\n" if event_stream else b""
+                await send({"type": "http.response.body", "body": tail, "more_body": False})
+
+
+# The engine stopped under an open request: SIGTERM (vLLM aborts or drains, then stops the engine
+# while connections stay open) or the engine process died. Without this, such a request waits
+# forever and uvicorn's shutdown waits for it, past SageMaker's 30 s.
+ENGINE_STOPPED = LMIError(503, "the inference engine stopped (server shutting down or engine failure); retry")
+GUARD_INTERVAL_S = 0.5
+
+
+class _EngineStopped(Exception):
+    pass
+
+
+def _unary_answer(req: LMIRequest, status: int, raw: bytes) -> tuple[int, Any]:
+    """vLLM's complete unary response → (status, LMI JSON)."""
+    if status >= 400:
+        error = vllm_error_to_lmi(status, raw)
+        return error.code, error.body()
+    try:
+        return 200, completion_to_lmi(loads_vllm(raw), req)
+    except LMIError as error:
+        return error.code, error.body()
+    except (ValueError, AttributeError, TypeError) as exc:
+        return 500, LMIError(500, f"unreadable vLLM answer: {exc}").body()
+
+
+class _EngineWatch:
+    """Ends requests that wait on a stopped engine: one poller per server, no task per request.
+
+    Each guarded request registers its own task; a single background task checks the engine every
+    GUARD_INTERVAL_S while requests are open and cancels them once it has stopped. The cancelled
+    request turns the cancellation into _EngineStopped and answers it (see the callers).
+    """
+
+    def __init__(self) -> None:
+        self.open: set[asyncio.Task[Any]] = set()
+        self.stopped: set[asyncio.Task[Any]] = set()
+        self.poller: asyncio.Task[None] | None = None
+        self.scope: Scope | None = None  # any request's scope: it carries the app, hence the engine
+
+    async def call(self, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+        task = asyncio.current_task()
+        if task is None:  # not inside a task (cannot happen under uvicorn): run unguarded
+            await app(scope, receive, send)
+            return
+        self.scope = scope
+        self.open.add(task)
+        if self.poller is None or self.poller.done():
+            self.poller = asyncio.get_running_loop().create_task(self._poll())
+        try:
+            await app(scope, receive, send)
+        except asyncio.CancelledError:
+            if task not in self.stopped:
+                raise  # the client went away or the server is cancelling: not ours to answer
+            task.uncancel()
+            raise _EngineStopped from None
+        finally:
+            self.open.discard(task)
+            self.stopped.discard(task)
+
+    async def _poll(self) -> None:
+        while self.open:
+            await asyncio.sleep(GUARD_INTERVAL_S)
+            if self.scope is not None and engine_stopped(self.scope):
+                for task in self.open - self.stopped:
+                    self.stopped.add(task)
+                    task.cancel()
+
+
+class _Disconnected(Exception):
+    pass
+
+
+async def _read_body(receive: Receive, limit: int | None) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise _Disconnected
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if limit is not None and size > limit:
+            raise _BodyTooLarge
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A receive() that yields `body` once, then defers to the client's (for disconnects)."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+def _header(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> bytes | None:
+    """The value of header `name` (lower-case; the last one when repeated), without a dict per request."""
+    value = None
+    for key, item in headers:
+        if key.lower() == name:
+            value = item
+    return value
+
+
+def _without(headers: list[tuple[bytes, bytes]], *names: bytes) -> list[tuple[bytes, bytes]]:
+    return [(k, v) for k, v in headers if k.lower() not in names]
+
+
+def _json_scope(scope: Scope, body: bytes) -> Scope:
+    """The request as vLLM should see it: a JSON body of this length (it checks content-type)."""
+    headers = _without(list(scope.get("headers", [])), b"content-type", b"content-length")
+    headers += [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    return {**scope, "headers": headers}
+
+
+async def _send_json(send: Send, status: int, payload: Any) -> None:
+    body = dumps_line(payload)
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body, "more_body": False})

@@ -1,0 +1,224 @@
+"""LMI options → `vllm serve` arguments. Pure: validates, renames, renders argv elements.
+
+Values always become separate argv elements (`["--max-model-len", "4096"]`), never shell text.
+The values the resolver reasons about (tensor/expert parallelism, max_num_seqs, quantization,
+dtype, enforce_eager) are parsed here once into `EngineArgs`' typed fields.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from entrypoint.config.lmi_options import (
+    DTYPE_NAMES,
+    ENGINE_VALUES,
+    LEGACY_OPTIONS,
+    LMI_TO_VLLM,
+    RESERVED_ARGS,
+    SERVER_KEYS,
+)
+from entrypoint.errors import ConfigError
+from entrypoint.resolve.gpu_types import GpuInventory
+from entrypoint.resolve.vllm_caps import EngineArg, VllmCapabilities
+
+_BOOL_VALUES = ("true", "false")
+
+# Integer arguments vLLM parses with human_readable_int (vllm/engine/arg_utils.py, 0.26 and 0.32):
+# `25.6k` = 25600 (k/m/g/t decimal), `32K` = 32768 (K/M/G/T binary, whole numbers only).
+# max_model_len also takes `auto` / `-1` (human_readable_int_or_auto). Names a vLLM lacks never reach
+# _validate (they are not in its capabilities), so one set covers both versions.
+_HUMAN_READABLE_INT_ARGS = frozenset(
+    {
+        "max_num_batched_tokens",
+        "max_num_scheduled_tokens",
+        "max_num_queued_tokens",  # 0.32
+        "kv_cache_memory_bytes",
+        "safetensors_prefetch_block_size",
+    }
+)
+_AUTO_INT_ARGS = frozenset({"max_model_len"})
+# ASCII only: vLLM's regex and int() would also take '٣', a value no one means.
+_PLAIN_INT = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*")  # int()'s grammar, ASCII digits
+_HUMAN_INT = re.compile(r"[0-9]+(?:\.[0-9]+)?[kmgt]|[0-9]+[KMGT]")
+_INT_EXAMPLES = "a whole number in ASCII digits, e.g. 64"
+_HUMAN_INT_EXAMPLES = ("32768", "32k (= 32000)", "32K (= 32768)", "25.6k")
+
+
+@dataclass(frozen=True)
+class EngineArgs:
+    """The engine flags, and the values the resolver reasons about, each parsed once."""
+
+    args: tuple[str, ...] = ()  # flags only; the model positional is added by the resolver
+    values: Mapping[str, str] = field(default_factory=dict)  # vLLM name → validated value, as passed
+    ignored: tuple[str, ...] = ()  # "option.key: why"
+    notes: tuple[str, ...] = ()  # reason lines (automatic decisions)
+    tensor_parallel_size: int = 1
+    expert_parallel: bool = False
+    max_num_seqs: int | None = None  # None: vLLM's default
+    quantization: str | None = None  # --quantization (option.quantize / option.quantization)
+    dtype: str | None = None  # --dtype, after the LMI spellings (bf16 → bfloat16)
+    enforce_eager: bool | None = None  # None: not set by the user
+
+
+def _typed(args: list[str], values: dict[str, str], ignored: list[str], notes: list[str]) -> EngineArgs:
+    """The validated values read into their types (validation guarantees the formats)."""
+
+    def boolean(name: str) -> bool | None:
+        return None if name not in values else values[name] == "true"
+
+    return EngineArgs(
+        args=tuple(args),
+        values=dict(values),
+        ignored=tuple(ignored),
+        notes=tuple(notes),
+        tensor_parallel_size=int(values.get("tensor_parallel_size", "1")),
+        expert_parallel=boolean("enable_expert_parallel") or False,
+        max_num_seqs=int(values["max_num_seqs"]) if "max_num_seqs" in values else None,
+        quantization=values.get("quantization"),
+        dtype=values.get("dtype"),
+        enforce_eager=boolean("enforce_eager"),
+    )
+
+
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _tensor_parallel(value: str, key: str, gpus: GpuInventory) -> str:
+    available = max(gpus.count, 1)
+    if value.lower() in ("max", "-1"):
+        return str(available)
+    if not (value.isascii() and value.isdigit()) or int(value) < 1:  # '²'.isdigit() is true
+        raise ConfigError(f"option.{key}", value, "must be a positive integer or 'max'", ("1", "2", "4", "8", "max"))
+    if not gpus.is_cpu and int(value) > gpus.count:
+        raise ConfigError(
+            f"option.{key}",
+            value,
+            f"only {gpus.count} GPU(s) visible ({gpus.primary.name})",  # type: ignore[union-attr]
+            [str(n) for n in range(1, gpus.count + 1)] + ["max"],
+        )
+    return value
+
+
+def _convert(lmi_key: str, vllm_key: str, value: str, gpus: GpuInventory) -> str:
+    """LMI value semantics → vLLM value (tensor_parallel_degree=max, dtype names)."""
+    if vllm_key == "tensor_parallel_size":
+        return _tensor_parallel(value, lmi_key, gpus)
+    if vllm_key == "dtype":
+        dtype = DTYPE_NAMES.get(value.lower())
+        if dtype is None:
+            raise ConfigError(f"option.{lmi_key}", value, "unknown dtype", sorted(DTYPE_NAMES))
+        return dtype
+    return value
+
+
+def _validate(key: str, value: str, spec: EngineArg, where: str) -> str:
+    """Check `value` against vLLM's type for `key`; `where` is the option the user wrote (LMI name)."""
+    if spec.kind == "bool":
+        if value.lower() not in _BOOL_VALUES:
+            raise ConfigError(where, value, "must be a boolean", _BOOL_VALUES)
+        return value.lower()
+    if spec.kind == "int":
+        _validate_int(key, value, where)
+    elif spec.kind == "float":
+        try:
+            number = float(value) if value.isascii() else math.nan
+        except ValueError:
+            number = math.nan
+        if not math.isfinite(number):  # float() also takes 'nan', 'inf' and non-ASCII digits
+            raise ConfigError(where, value, "must be a finite number", ("0.9", "0.85", "1e-3")) from None
+    elif spec.kind == "choice" and value not in spec.choices:
+        # option.moe_backend never gets here: it is a typed Settings field, not one of Settings.options.
+        raise ConfigError(where, value, "not an accepted value", spec.choices)
+    elif spec.kind == "json" and value[:1] in "{[":
+        try:
+            json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(where, value, f"is not valid JSON ({exc.msg} at column {exc.colno})") from None
+    return value
+
+
+def _validate_int(key: str, value: str, where: str) -> None:
+    """Accept what vLLM's argparse type for this argument accepts; the value is passed on unchanged."""
+    if _PLAIN_INT.fullmatch(value):
+        return
+    if key in _AUTO_INT_ARGS:
+        if value.lower() == "auto" or _HUMAN_INT.fullmatch(value):
+            return
+        raise ConfigError(
+            where, value, "must be an integer, a k/m/g/K/M/G count, or auto", (*_HUMAN_INT_EXAMPLES, "auto")
+        )
+    if key in _HUMAN_READABLE_INT_ARGS:
+        if _HUMAN_INT.fullmatch(value):
+            return
+        raise ConfigError(where, value, "must be an integer or a k/m/g/K/M/G count", _HUMAN_INT_EXAMPLES)
+    raise ConfigError(where, value, "must be an integer", _INT_EXAMPLES)
+
+
+def _render(name: str, value: str, spec: EngineArg | None) -> list[str]:
+    if spec is not None and spec.kind == "bool":
+        return [flag(name)] if value == "true" else ["--no-" + name.replace("_", "-")]
+    return [flag(name), value]
+
+
+def _twin_check(options: Mapping[str, str], gpus: GpuInventory) -> None:
+    for lmi_key, vllm_key in LMI_TO_VLLM.items():
+        if lmi_key in options and vllm_key in options:
+            lmi_value = _convert(lmi_key, vllm_key, options[lmi_key], gpus)
+            vllm_value = _convert(vllm_key, vllm_key, options[vllm_key], gpus)
+            if lmi_value != vllm_value:
+                raise ConfigError(
+                    f"option.{lmi_key} / option.{vllm_key}",
+                    f"{options[lmi_key]} / {vllm_value}",
+                    "the LMI name and its vLLM twin set different values",
+                    "set only one of them, or the same value in both",
+                )
+
+
+def build_engine_args(
+    options: Mapping[str, str], server: Mapping[str, str], caps: VllmCapabilities, gpus: GpuInventory
+) -> EngineArgs:
+    """Validate every option and render the engine flags (sorted by name, so plans are stable)."""
+    args: list[str] = []
+    values: dict[str, str] = {}
+    ignored: list[str] = []
+    notes: list[str] = []
+    _twin_check(options, gpus)
+    for key, value in server.items():
+        if key == "engine" and value not in ENGINE_VALUES:
+            raise ConfigError("engine", value, "unknown engine", ENGINE_VALUES)
+        why = "djl-serving server setting, no vLLM meaning" if key in SERVER_KEYS else "unknown server key"
+        ignored.append(f"{key}: {why}")
+
+    chosen: dict[str, tuple[str, str]] = {}  # vLLM name → (value, LMI key it came from)
+    for key in sorted(options):
+        value = options[key]
+        if key in ("model_id", "model"):
+            continue  # the resolver's positional argument
+        if key in RESERVED_ARGS:
+            raise ConfigError(f"option.{key}", value, RESERVED_ARGS[key])
+        vllm_key = LMI_TO_VLLM.get(key, key)
+        value = _convert(key, vllm_key, value, gpus)  # LMI value semantics; other values unchanged
+        spec = caps.engine_args.get(vllm_key)
+        if spec is None:
+            if key in LEGACY_OPTIONS:
+                ignored.append(f"option.{key}: legacy LMI setting, not a vLLM {caps.version} engine argument")
+                continue
+            close = difflib.get_close_matches(vllm_key, caps.engine_args, n=1)
+            hint = f" (did you mean option.{close[0]}?)" if close else ""
+            ignored.append(f"option.{key}: not a vLLM {caps.version} engine argument{hint}")
+            continue
+        chosen[vllm_key] = (_validate(vllm_key, value, spec, f"option.{key}"), key)
+
+    for vllm_key in sorted(chosen):
+        value, lmi_key = chosen[vllm_key]
+        values[vllm_key] = value
+        args.extend(_render(vllm_key, value, caps.engine_args.get(vllm_key)))
+        if lmi_key != vllm_key:
+            notes.append(f"option.{lmi_key}={options[lmi_key]} → {flag(vllm_key)} {value}")
+    return _typed(args, values, ignored, notes)

@@ -1,0 +1,278 @@
+"""LMIMiddleware's ASGI mechanics on a real Starlette app that answers the way vLLM does.
+
+The real vLLM server is exercised in tests/e2e; here the downstream app can be made to fail on
+cue (an error before the stream, an exception mid-stream, an engine that stops), which the real
+engine cannot do on demand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from entrypoint.lmi import lifecycle, middleware
+from entrypoint.lmi.lifecycle import ENGINE_DIED_EXIT_CODE
+from entrypoint.lmi.middleware import LMIMiddleware
+from tests.entrypoint.lmi.test_translate import chunk, sse  # vLLM-shaped SSE events, as in the translation tests
+
+
+class FakeEngine:
+    """What the middleware reads of vLLM's EngineClient: `errored`."""
+
+    def __init__(self) -> None:
+        self.errored = False
+
+
+async def invocations(request: Request) -> Response:
+    """vLLM's /invocations as far as the middleware can tell; the prompt picks the behaviour."""
+    body = await request.json()
+    seen = {
+        "body": body,
+        "content_type": request.headers.get("content-type"),
+        "custom_attributes": getattr(request.state, "custom_attributes", None),
+    }
+    request.app.state.last_seen = seen
+    prompt = body.get("prompt") or (body.get("messages") or [{}])[0].get("content")
+    engine: FakeEngine = request.app.state.engine_client
+
+    async def stream(kind: str) -> AsyncIterator[bytes]:
+        yield sse(chunk(" a", [1]))
+        if kind == "raise":
+            raise RuntimeError("engine blew up")
+        if kind == "hang":
+            engine.errored = True  # the engine stops while this request waits for tokens
+            await asyncio.sleep(3600)
+        yield sse(chunk(" b", [2], "length"))
+        yield sse("[DONE]")
+
+    if prompt == "error-before":
+        return JSONResponse({"error": {"message": "max_tokens too large", "code": 400}}, status_code=400)
+    if prompt == "raise-unary":
+        raise RuntimeError("engine blew up")
+    if prompt == "hang-unary":
+        engine.errored = True
+        await asyncio.sleep(3600)
+    if body.get("stream"):
+        return StreamingResponse(stream(prompt), media_type="text/event-stream")
+    if prompt == "answer":
+        return JSONResponse(
+            {
+                "choices": [
+                    {
+                        "index": 0,
+                        "text": " a b",
+                        "token_ids": [1, 2],
+                        "finish_reason": "length",
+                        "stop_reason": None,
+                        "logprobs": {"tokens": [" a", " b"], "token_logprobs": [-0.1, -0.2]},
+                    }
+                ]
+            }
+        )
+    return JSONResponse({"seen": seen})
+
+
+async def other(request: Request) -> Response:
+    return Response(await request.body() or b"untouched", media_type="text/plain")
+
+
+def make_app() -> Starlette:
+    app = Starlette(
+        routes=[
+            Route("/invocations", invocations, methods=["POST"]),
+            Route("/v1/completions", other, methods=["POST"]),
+            Route("/invocations", other, methods=["GET"]),
+        ]
+    )
+    app.state.engine_client = FakeEngine()
+    app.add_middleware(LMIMiddleware)
+    return app
+
+
+@pytest.fixture
+def client() -> Iterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=make_app(), raise_app_exceptions=False)
+    yield httpx.AsyncClient(transport=transport, base_url="http://test", timeout=10)
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def lines(response: httpx.Response) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in response.text.splitlines() if line.strip()]
+
+
+def test_other_paths_and_methods_are_not_touched(client: httpx.AsyncClient) -> None:
+    async def go() -> tuple[httpx.Response, httpx.Response]:
+        return (await client.post("/v1/completions", content=b"{not json"), await client.get("/invocations"))
+
+    post, get = run(go())
+    assert post.text == "{not json" and get.text == "untouched"
+
+
+def test_lmi_body_reaches_vllm_as_a_json_completion_request() -> None:
+    app = make_app()
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
+    headers = {"Content-Type": "application/octet-stream", "X-Amzn-SageMaker-Custom-Attributes": "a=1;b=2"}
+    body = b'{"inputs": "answer", "parameters": {"max_new_tokens": 5}}'
+    assert run(client.post("/invocations", content=body, headers=headers)).status_code == 200
+    seen = app.state.last_seen
+    assert seen["body"] == {"prompt": "answer", "max_tokens": 5, "temperature": 0.0}
+    assert seen["content_type"] == "application/json"  # vLLM refuses other content types
+    assert seen["custom_attributes"] == {"a": "1", "b": "2"}
+
+
+def test_openai_bodies_pass_through_unchanged() -> None:
+    app = make_app()
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
+    body = {"prompt": "echo", "max_tokens": 3, "anything": [1, {"x": None}]}
+    answer = run(client.post("/invocations", json=body)).json()
+    assert answer["seen"]["body"] == body
+
+
+def test_unary_answer_is_translated(client: httpx.AsyncClient) -> None:
+    body = {"inputs": "answer", "parameters": {"details": True}}
+    answer = run(client.post("/invocations", json=body)).json()
+    assert answer["generated_text"] == " a b"
+    assert answer["details"]["tokens"] == [
+        {"id": 1, "text": " a", "logprob": -0.1},
+        {"id": 2, "text": " b", "logprob": -0.2},
+    ]
+
+
+def test_vllm_error_before_a_stream_is_an_lmi_json_error(client: httpx.AsyncClient) -> None:
+    response = run(client.post("/invocations", json={"inputs": "error-before", "stream": True}))
+    assert response.status_code == 400
+    assert response.json() == {"code": 400, "error": "Input parsing failed: max_tokens too large"}
+
+
+def test_stream_is_jsonlines_and_ends_with_the_full_text(client: httpx.AsyncClient) -> None:
+    response = run(client.post("/invocations", json={"inputs": "fine", "stream": True}))
+    assert response.headers["content-type"] == "application/jsonlines"
+    got = lines(response)
+    assert [line["token"]["id"] for line in got] == [1, 2]
+    assert got[-1]["generated_text"] == " a b"
+
+
+def test_exception_mid_stream_becomes_a_final_error_line(client: httpx.AsyncClient) -> None:
+    response = run(client.post("/invocations", json={"inputs": "raise", "stream": True}))
+    assert response.status_code == 200
+    got = lines(response)
+    assert got[0]["token"]["id"] == 1
+    assert got[-1] == {"code": 500, "error": "inference failed: RuntimeError"}
+
+
+def test_exception_in_a_unary_request_is_an_lmi_500(client: httpx.AsyncClient) -> None:
+    response = run(client.post("/invocations", json={"inputs": "raise-unary"}))
+    assert response.status_code == 500 and response.json() == {"code": 500, "error": "inference failed: RuntimeError"}
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streaming", "unary"])
+def test_engine_stop_ends_an_open_lmi_request_within_a_second(client: httpx.AsyncClient, stream: bool) -> None:
+    async def go() -> httpx.Response:
+        prompt = "hang" if stream else "hang-unary"
+        return await asyncio.wait_for(client.post("/invocations", json={"inputs": prompt, "stream": stream}), 2)
+
+    response = run(go())
+    if stream:
+        got = lines(response)
+        assert got[0]["token"]["id"] == 1 and got[-1]["code"] == 503
+    else:
+        assert response.status_code == 503 and "engine stopped" in response.json()["error"]
+
+
+def test_engine_stop_before_a_stream_starts_is_an_http_503(client: httpx.AsyncClient) -> None:
+    # "hang-unary" stops the engine before vLLM's handler returns its StreamingResponse
+    response = run(asyncio.wait_for(client.post("/invocations", json={"inputs": "hang-unary", "stream": True}), 2))
+    assert response.status_code == 503
+    assert response.json() == {"code": 503, "error": middleware.ENGINE_STOPPED.message}
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"[" * 100_000 + b"]" * 100_000, b'{"inputs": "x", "parameters": {"max_new_tokens": ' + b"9" * 5000 + b"}}"],
+    ids=["deep nesting", "5000-digit integer"],
+)
+def test_bodies_json_cannot_decode_are_a_400_not_a_500(client: httpx.AsyncClient, raw: bytes) -> None:
+    response = run(client.post("/invocations", content=raw))
+    assert response.status_code == 400 and response.json()["code"] == 400
+    assert response.json()["error"].startswith("Input parsing failed: body")
+
+
+def test_engine_stop_ends_an_openai_stream_with_an_sse_error(client: httpx.AsyncClient) -> None:
+    body = {"messages": [{"role": "user", "content": "hang"}], "stream": True}
+    response = run(asyncio.wait_for(client.post("/invocations", json=body), 2))
+    assert response.text.endswith("data: [DONE]\n\n")
+    assert '"code": 503' in response.text.split("data: ")[-2]
+
+
+def test_payload_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SAGEMAKER_MAX_PAYLOAD_IN_MB", "0.001")  # about 1 KB
+    transport = httpx.ASGITransport(app=make_app())
+    client = httpx.AsyncClient(transport=transport, base_url="http://test")
+    big = run(client.post("/invocations", json={"inputs": "x" * 2000}))
+    small = run(client.post("/invocations", json={"inputs": "answer"}))
+    assert big.status_code == 413 and big.json()["code"] == 413
+    assert small.status_code == 200
+
+
+# ---------------------------------------------------------------------------------------------
+# Exit status after the server stops
+
+
+async def lifespan_cycle(app: Starlette, engine_errored: bool, before_shutdown: Any = None) -> None:
+    messages = iter([{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}])
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        message = next(messages)
+        if message["type"] == "lifespan.shutdown":
+            app.state.engine_client.errored = engine_errored
+            if before_shutdown:
+                before_shutdown()
+        return message
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, receive, send)
+    assert [m["type"] for m in sent] == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+
+
+@pytest.fixture
+def fresh_state(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(lifecycle, "SERVER_STATE", lifecycle.ServerState())
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+
+
+def test_engine_death_makes_the_exit_status_non_zero(fresh_state: None) -> None:
+    run(lifespan_cycle(make_app(), engine_errored=True))
+    assert lifecycle.exit_code() == ENGINE_DIED_EXIT_CODE
+
+
+def test_a_clean_stop_exits_zero(fresh_state: None) -> None:
+    run(lifespan_cycle(make_app(), engine_errored=False))
+    assert lifecycle.exit_code() == 0
+
+
+def test_sigterm_then_engine_stop_exits_zero(fresh_state: None) -> None:
+    seen: list[int] = []
+    signal.signal(signal.SIGTERM, lambda number, frame: seen.append(number))  # stands in for asyncio's
+    app = make_app()
+    run(lifespan_cycle(app, engine_errored=True, before_shutdown=lambda: signal.raise_signal(signal.SIGTERM)))
+    assert lifecycle.exit_code() == 0
+    assert seen == [signal.SIGTERM], "the previous SIGTERM handler must still be called"

