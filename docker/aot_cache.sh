@@ -22,7 +22,7 @@ read -r -a extra <<<"${AOT_ARGS:-}"
 
 mkdir -p "$CACHE"
 # Under Triton's interpreter nothing is compiled, so a bake would silently produce an empty cache
-# (seen in `make test`: tests/kernels/conftest.py sets TRITON_INTERPRET=1 for the whole session).
+# (seen in `make test`: tests/ops/conftest.py sets TRITON_INTERPRET=1 for the whole session).
 unset TRITON_INTERPRET
 case "$MODE" in
 compile)

@@ -140,7 +140,7 @@ def graph_us(run_all, reps_target_ms: float = 4.0, batches: int = 5, calls: int 
 
 def sweep_configs(m: int, s: Any) -> list[Any]:
     """The alternatives to the heuristic that ``candidate_configs`` lists for this (shape, M), default excluded."""
-    from kernels.fused_moe_fp8 import candidate_configs
+    from ops.fused_moe_fp8 import candidate_configs
 
     block_k = s.block_shape[1] if s.block_shape else 128
     return candidate_configs(m, s.e, s.topk, s.h, s.n, block_k=block_k)[1:]
@@ -149,9 +149,9 @@ def sweep_configs(m: int, s: Any) -> list[Any]:
 def bench_shape(key: str, ms: tuple[int, ...], bw: float, have_vllm: bool, sweep_max_m: int) -> list[dict]:
     from kernels import moe_harness
     from kernels.bench.bench_moe_configs import GroupedMMBaseline, distinct_experts
-    from kernels.fused_moe_fp8 import default_config, fused_moe_fp8
-    from kernels.reference import rel_err
     from kernels.shapes import shape_by_key
+    from ops.fused_moe_fp8 import default_config, fused_moe_fp8
+    from ops.reference import rel_err
 
     s = shape_by_key(key)
     problem = moe_harness.MoEProblem(s) if have_vllm else PlainProblem(s)

@@ -26,9 +26,9 @@ import torch
 
 from kernels.aot import config_source
 from kernels.config_files import lookup, read_config_file
-from kernels.reference import rel_err
 from kernels.shapes import SHIPPED, KernelShape, shape_by_key
 from kernels.tune import tile_id
+from ops.reference import rel_err
 
 RESULTS = Path(__file__).resolve().parent / "results"
 BENCH_M = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256)

@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from kernels.bench.bench_fused_moe import graph_us
     from kernels.bench.bench_moe_configs import hbm_read_gbs
-    from kernels.rope_fp8 import jit_binaries, rope_fp8, rope_fp8_kernel
+    from ops.rope_fp8 import jit_binaries, rope_fp8, rope_fp8_kernel
 
     bw = hbm_read_gbs()
     dev = torch.cuda.current_device()

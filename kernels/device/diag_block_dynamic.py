@@ -1,6 +1,6 @@
 """Why did the block-scale, dynamic-activation DeepSeek-V3 cases miss the bf16 tolerance on an H200?
 
-Answered 2026-11-30 (kernels/fp8_quant.py; logs in kernels/bench/results/logs/2026-11-30b/): Triton's approximate
+Answered 2026-11-30 (ops/fp8_quant.py; logs in kernels/bench/results/logs/2026-11-30b/): Triton's approximate
 fp32 division on the GPU. Kept to re-check after kernel changes
 (`DIAG=1 bash kernels/device/kernels_check_and_bench.sh`).
 A run of the same GPU-generated problem under Triton 3.6's CPU interpreter was tried and dropped: that interpreter
@@ -42,7 +42,7 @@ def fp8_accumulation(precise: bool):
     from triton.backends.nvidia.compiler import CUDABackend
     from triton.runtime.jit import JITFunction
 
-    from kernels import fused_moe_fp8_kernels as K
+    from ops import fused_moe_fp8_kernels as K
 
     jitted = [fn for fn in vars(K).values() if isinstance(fn, JITFunction)]
     original = CUDABackend.parse_options
@@ -75,9 +75,9 @@ def measure(
 
     static: both activation scales static (True) / dynamic (False), or (x static?, act static?) to split the two
     GEMMs apart; config_changes override fields of the default config (num_stages=1, split_k=1, ...)."""
-    from kernels.fused_moe_fp8 import default_config, fused_moe_fp8
-    from kernels.reference import fused_moe_reference, rel_err
-    from tests.kernels.test_fused_moe_fp8 import make_problem
+    from ops.fused_moe_fp8 import default_config, fused_moe_fp8
+    from ops.reference import fused_moe_reference, rel_err
+    from tests.ops.test_fused_moe_fp8 import make_problem
 
     e, h, inter = shape
     x_static, act_static = static if isinstance(static, tuple) else (static, static)
@@ -98,9 +98,9 @@ def measure(
 def time_us(key: str, m: int, precise: bool) -> float:
     """µs per call of our kernel (default config) for shape `key`, weights from HBM (bench_fused_moe's timing)."""
     from kernels.bench.bench_fused_moe import PlainProblem, graph_us, our_scales
-    from kernels.fused_moe_fp8 import fused_moe_fp8
     from kernels.moe_harness import rotations
     from kernels.shapes import shape_by_key
+    from ops.fused_moe_fp8 import fused_moe_fp8
 
     s = shape_by_key(key)
     problem = PlainProblem(s)

@@ -17,8 +17,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.fp8_quant import FP8_MAX, MIN_SCALE, dynamic_scale, quantize
-from kernels.reference import quantize_fp8
+from ops.fp8_quant import FP8_MAX, MIN_SCALE, dynamic_scale, quantize
+from ops.reference import quantize_fp8
 
 
 @triton.jit
@@ -29,7 +29,7 @@ def quant_step_kernel(
     ks = tl.arange(0, K)
     ns = tl.arange(0, N)
     a = tl.load(x_ptr + rows[:, None] * K + ks[None, :]).to(tl.float32)
-    if EXACT:  # what the kernels do since 2026-11-30 (kernels/fp8_quant.py)
+    if EXACT:  # what the kernels do since 2026-11-30 (ops/fp8_quant.py)
         a_s = dynamic_scale(tl.max(tl.abs(a), axis=1))
         a_q8 = quantize(a, a_s[:, None])
     else:  # what they did before: Triton's `/`, approximate on the GPU

@@ -8,7 +8,7 @@
 #
 # Stages, each guarded (a failure is logged and the next stage still runs):
 #   1 preflight   GPU, versions, vLLM importable?
-#   2 gpu-tests   python3 -m pytest -m gpu tests/kernels  (real model shapes, both routing modes; real JIT
+#   2 gpu-tests   python3 -m pytest -m gpu tests/ops  (real model shapes, both routing modes; real JIT
 #                 compile count of the RoPE kernel)                                    ≤ 150 s
 #   2b diag-block (DIAG=1) kernels.device.diag_block_dynamic → diag_block_dynamic.json              ≤ 150 s
 #   2c quant-step kernels.device.diag_quant_step: one K step's scales/codes, '/' vs tl.div_rn        ≤ 60 s
@@ -63,10 +63,10 @@ except Exception as exc:
 PY
 
 stage gpu-tests 150 "$LOGS/gpu_tests.log" \
-  "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/kernels --junitxml="$LOGS/gpu_tests.xml" --maxfail=10
+  "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/ops --junitxml="$LOGS/gpu_tests.xml" --maxfail=10
 # diag-block found the cause (2026-11-30b logs); set DIAG=1 to run it again
 [ "${DIAG:-0}" = 1 ] && stage diag-block 150 "$LOGS/diag_block.log" "$PY" -m kernels.device.diag_block_dynamic --out "$OUT"
-# the cause (approximate '/' on the GPU) at the level of one K step: '/' vs kernels/fp8_quant.py, against PyTorch
+# the cause (approximate '/' on the GPU) at the level of one K step: '/' vs ops/fp8_quant.py, against PyTorch
 stage quant-step 60 "$LOGS/quant_step.log" "$PY" -m kernels.device.diag_quant_step
 stage rope-bench 45 "$LOGS/rope.log" "$PY" -m kernels.bench.bench_rope_fp8 --out "$OUT"
 stage moe-bench 300 "$LOGS/moe.log" "$PY" -m kernels.bench.bench_fused_moe --out "$OUT" --sweep-max-m 1

@@ -1,6 +1,6 @@
 """The PTX of our fused-MoE fix-ups keeps the cross-program protocol the kernels rely on (sm_90, Triton 3.6).
 
-"The last program to arrive finishes the tile" (kernels/fused_moe_fp8_kernels.py `_arrive`) is correct only
+"The last program to arrive finishes the tile" (ops/fused_moe_fp8_kernels.py `_arrive`) is correct only
 if the compiler emits, around the counter atomic:
   1. every thread's partial stores (st.global, generic proxy) → bar.sync → ONE thread's gpu-scope acq_rel
      atom.add (a bar.sync plus one thread's release is the CUTLASS semaphore pattern; every thread adding
@@ -25,14 +25,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.kernels.test_fused_moe_fp8_aot import ROOT, TRITON36
+from tests.ops.test_fused_moe_fp8_aot import ROOT, TRITON36
 
 # Compiles, in a subprocess with Triton 3.6, the launches that have fix-ups and prints
 # {label: {"ptx": ..., "arrivals": n, "fixup_loads_only": bool}}. argv[1] == "relaxed": the control.
 SCRIPT = """
 import json, sys, triton, triton.language as tl
 from triton.runtime.driver import driver
-from kernels import fused_moe_fp8 as F, fused_moe_fp8_aot as A, fused_moe_fp8_kernels as K
+from ops import fused_moe_fp8 as F, fused_moe_fp8_aot as A, fused_moe_fp8_kernels as K
 from kernels.aot import Sm90Driver
 assert triton.__version__ == "3.6.0", triton.__version__
 if len(sys.argv) > 1:

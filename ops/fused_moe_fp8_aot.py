@@ -6,7 +6,7 @@ set of configurations through Triton's JIT under kernels.aot.Sm90Driver (target 
 tensors, nothing runs), so such errors show up in `make test`. Run it in a process with
 TRITON_INTERPRET unset and the H200's Triton (3.6.0, build/triton-3.6.0) first on sys.path:
 
-    PYTHONPATH=build/triton-3.6.0:. CUDA_VISIBLE_DEVICES= python -m kernels.fused_moe_fp8_aot
+    PYTHONPATH=build/triton-3.6.0:. CUDA_VISIBLE_DEVICES= python -m ops.fused_moe_fp8_aot
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ class _MetaLauncher:
 
 def launches(case: tuple[Any, ...], config: Any = None) -> list[tuple[Any, tuple, tuple, dict]]:
     """The kernel launches of fused_moe_fp8 for `case`, captured with meta tensors (no device work)."""
-    from kernels import fused_moe_fp8 as F
-    from kernels import fused_moe_fp8_kernels as K
+    from ops import fused_moe_fp8 as F
+    from ops import fused_moe_fp8_kernels as K
 
     _, t, e, k, h, inter, scales, static, gated, dtype = case
     n1 = 2 * inter if gated else inter
@@ -85,8 +85,8 @@ def compile_all(with_candidates: bool = False) -> dict[str, Any]:
     """Compile every launch of CASES (and optionally every candidate config) for sm_90."""
     from triton.runtime.driver import driver
 
-    from kernels import fused_moe_fp8 as F
     from kernels.aot import Sm90Driver
+    from ops import fused_moe_fp8 as F
 
     driver.set_active(Sm90Driver())
     compiled, t0 = 0, time.perf_counter()

@@ -14,7 +14,7 @@ import torch
 HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:
     os.environ["TRITON_INTERPRET"] = "1"
-    from tests.kernels.interpreter_fix import patch_fp8_downcast
+    from tests.ops.interpreter_fix import patch_fp8_downcast
 
     patch_fp8_downcast()
 

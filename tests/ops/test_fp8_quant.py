@@ -1,4 +1,4 @@
-"""kernels/fp8_quant.py: dynamic scales and fp8 codes equal PyTorch's correctly rounded x / scale.
+"""ops/fp8_quant.py: dynamic scales and fp8 codes equal PyTorch's correctly rounded x / scale.
 
 Two levels: the algorithm (`_divide`'s correction step) emulated in float64 with the reciprocal pushed up to
 ±2 ulp off, as the GPU's approximate `1.0 / scale` may be; and the Triton helpers themselves (GPU, or the CPU
@@ -12,9 +12,9 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.fp8_quant import dynamic_scale, quantize
-from kernels.reference import quantize_fp8
-from tests.kernels.conftest import DEVICE
+from ops.fp8_quant import dynamic_scale, quantize
+from ops.reference import quantize_fp8
+from tests.ops.conftest import DEVICE
 
 FP8 = torch.float8_e4m3fn
 

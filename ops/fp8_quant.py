@@ -43,7 +43,7 @@ def quantize(x, scale):
     the GPU, ≤ 2 ulp), then `_divide`'s correction. A correctly rounded division per element (tl.div_rn, a
     subroutine call on the GPU) made the kernels 2-3× slower on the H200 (2026-11-30); a div_rn per row and K
     step still cost the block-dynamic path 20-30%. Checked against x / scale in float64 on 25.6 M bf16 values
-    with per-row amax/448 scales and the reciprocal pushed ±2 ulp off (tests/kernels/test_fp8_quant.py: 0
+    with per-row amax/448 scales and the reciprocal pushed ±2 ulp off (tests/ops/test_fp8_quant.py: 0
     differences; x·inv alone: ~12,600 different fp8 codes) and on the GPU (kernels/device/diag_quant_step.py).
     """
     # Known limits (review, 2026-11-30; not changed without an H200 to re-run `make test-gpu`): the correction is

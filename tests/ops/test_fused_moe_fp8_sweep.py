@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from kernels.fused_moe_fp8 import default_config
 from kernels.fused_moe_fp8_sweep import main
 from kernels.shapes import shape_by_key
+from ops.fused_moe_fp8 import default_config
 
 
 def test_list_names_the_default_first_for_every_shape_and_m(capsys):

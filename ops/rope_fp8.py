@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.fp8_quant import dynamic_scale, quantize
+from ops.fp8_quant import dynamic_scale, quantize
 
 # Integer arguments whose value can change with the batch; never specialised on.
 BATCH_DEPENDENT_ARGS = ("num_tokens", "stride_qt", "stride_kt", "stride_qot", "stride_kot")

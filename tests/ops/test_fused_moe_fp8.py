@@ -1,7 +1,7 @@
 """Our FP8 fused MoE against the float64 reference, routing invariants, validation and heuristics.
 
 Without a GPU the small cases run under Triton's interpreter (conftest.py): the interpreter runs
-float8_e4m3fn dots; its fp8 downcast is fixed by tests/kernels/interpreter_fix.py. Real model shapes
+float8_e4m3fn dots; its fp8 downcast is fixed by tests/ops/interpreter_fix.py. Real model shapes
 run with `make test-gpu` (marker gpu).
 """
 
@@ -14,11 +14,11 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import fused_moe_fp8 as F
-from kernels.fused_moe_fp8 import MoEKernelConfig, candidate_configs, default_config, fused_moe_fp8
-from kernels.moe_routing import expert_pair_list, routing_histogram, use_pair_mode
-from kernels.reference import MOE_TOLERANCE, fused_moe_reference, rel_err
-from tests.kernels.conftest import DEVICE, HAS_CUDA
+from ops import fused_moe_fp8 as F
+from ops.fused_moe_fp8 import MoEKernelConfig, candidate_configs, default_config, fused_moe_fp8
+from ops.moe_routing import expert_pair_list, routing_histogram, use_pair_mode
+from ops.reference import MOE_TOLERANCE, fused_moe_reference, rel_err
+from tests.ops.conftest import DEVICE, HAS_CUDA
 
 FP8 = torch.float8_e4m3fn
 

@@ -1,4 +1,4 @@
-"""Triton kernels of our FP8 fused MoE for decode (host code: kernels/fused_moe_fp8.py).
+"""Triton kernels of our FP8 fused MoE for decode (host code: ops/fused_moe_fp8.py).
 
 Data flow (P = T·k token-slot pairs, I = expert width, H = hidden size):
 
@@ -36,8 +36,8 @@ import triton
 import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
-from kernels.fp8_quant import dynamic_scale, quantize
-from kernels.moe_routing import expert_pair_list
+from ops.fp8_quant import dynamic_scale, quantize
+from ops.moe_routing import expert_pair_list
 
 # Weight scale layouts (constexpr W_SCALE)
 W_SCALE_TENSOR = 0  # (E,)

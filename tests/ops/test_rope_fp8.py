@@ -1,6 +1,6 @@
 """Fused RoPE + FP8: numerics against the float64 reference, and one binary for every batch size.
 
-The compile counts run without a GPU: tests/kernels/jit_count.py computes the JIT cache key Triton's
+The compile counts run without a GPU: tests/ops/jit_count.py computes the JIT cache key Triton's
 sm_90 JIT would compute for each launch (same binder, same key function). On a GPU the real JIT's
 per-device cache is counted too (test_gpu_real_jit_compiles_once).
 """
@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernels.reference import TOLERANCE, rel_err, rope_fp8_reference
-from kernels.rope_fp8 import BATCH_DEPENDENT_ARGS, jit_binaries, launch_args, rope_fp8, rope_fp8_kernel
-from tests.kernels.conftest import DEVICE, HAS_CUDA
-from tests.kernels.jit_count import as_jit_function, cache_keys
+from ops.reference import TOLERANCE, rel_err, rope_fp8_reference
+from ops.rope_fp8 import BATCH_DEPENDENT_ARGS, jit_binaries, launch_args, rope_fp8, rope_fp8_kernel
+from tests.ops.conftest import DEVICE, HAS_CUDA
+from tests.ops.jit_count import as_jit_function, cache_keys
 
 FP8 = torch.float8_e4m3fn
 MAX_T = 8192

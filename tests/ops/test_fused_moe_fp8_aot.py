@@ -1,7 +1,7 @@
 """Our fused-MoE kernels compile for sm_90 with the H200's Triton (3.6.0), on a machine with no GPU.
 
 The CPU interpreter runs the numerics tests but accepts code the compiler refuses; this runs every
-launch of kernels/fused_moe_fp8_aot.py's cases through Triton 3.6's real compiler (target cuda:90,
+launch of ops/fused_moe_fp8_aot.py's cases through Triton 3.6's real compiler (target cuda:90,
 GPU hidden) in a subprocess: TRITON_INTERPRET must be unset there, and build/triton-3.6.0 (made by
 `make triton-aot-env`) must shadow .venv's Triton.
 """
@@ -20,11 +20,11 @@ ROOT = Path(__file__).resolve().parents[2]
 TRITON36 = ROOT / "build" / "triton-3.6.0"
 SCRIPT = """
 import json, sys, triton
-from kernels import fused_moe_fp8_aot as A
+from ops import fused_moe_fp8_aot as A
 assert triton.__version__ == "3.6.0", triton.__version__
 if len(sys.argv) > 1:  # the control: a kernel the compiler must refuse
     import triton.language as tl
-    from kernels import fp8_quant as Q
+    from ops import fp8_quant as Q
     Q.FP8_MAX = 448.0  # a plain float global: the interpreter accepts it, the compiler does not
 print(json.dumps(A.compile_all()))
 """
@@ -55,7 +55,7 @@ def _script_json(tmp_path: Path, script: str) -> dict:
 
 
 def test_every_launch_compiles_for_sm90(tmp_path):
-    from kernels.fused_moe_fp8_aot import CASES
+    from ops.fused_moe_fp8_aot import CASES
 
     proc = _compile(tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -73,7 +73,7 @@ def test_the_compile_check_catches_what_the_interpreter_accepts(tmp_path):
 PRECISE_SCRIPT = """
 import json, re
 from triton.runtime.driver import driver
-from kernels import fused_moe_fp8_aot as A
+from ops import fused_moe_fp8_aot as A
 from kernels.aot import Sm90Driver
 from kernels.device.diag_block_dynamic import fp8_accumulation
 driver.set_active(Sm90Driver())
@@ -98,7 +98,7 @@ def test_the_block_dynamic_diagnostic_really_switches_fp8_accumulation(tmp_path)
 DIVISION_SCRIPT = """
 import json, re
 from triton.runtime.driver import driver
-from kernels import fused_moe_fp8_aot as A
+from ops import fused_moe_fp8_aot as A
 from kernels.aot import Sm90Driver
 driver.set_active(Sm90Driver())
 found = {}
@@ -112,8 +112,8 @@ print(json.dumps(found))
 
 
 def test_quantisation_uses_the_correction_step_not_a_division_subroutine_on_sm90(tmp_path):
-    """kernels/fp8_quant.py: x / scale is an approximate reciprocal plus fused-multiply-add corrections (exact,
-    tests/kernels/test_fp8_quant.py), never tl.div_rn (a subroutine per element: 2-3× slower kernels on the H200)."""
+    """ops/fp8_quant.py: x / scale is an approximate reciprocal plus fused-multiply-add corrections (exact,
+    tests/ops/test_fp8_quant.py), never tl.div_rn (a subroutine per element: 2-3× slower kernels on the H200)."""
     for name, seen in _script_json(tmp_path, DIVISION_SCRIPT).items():
         assert not any(d.startswith("div.rn.") for d in seen["div"]) and seen["fma"] > 0, f"{name}: {seen}"
 
@@ -121,8 +121,8 @@ def test_quantisation_uses_the_correction_step_not_a_division_subroutine_on_sm90
 PDL_SCRIPT = """
 import json
 from triton.runtime.driver import driver
-from kernels import fused_moe_fp8_aot as A
-from kernels.fused_moe_fp8 import MoEKernelConfig
+from ops import fused_moe_fp8_aot as A
+from ops.fused_moe_fp8 import MoEKernelConfig
 from kernels.aot import Sm90Driver
 driver.set_active(Sm90Driver())
 case = next(c for c in A.CASES if c[0] == "qwen3-m1-pair-tensor-dynamic")
@@ -138,7 +138,7 @@ print(json.dumps(found))
 
 
 def test_gemm2_prefetches_then_waits_under_pdl_and_not_without(tmp_path):
-    """PDL (kernels/fused_moe_fp8_kernels.py): GEMM1 lets GEMM2 launch early; GEMM2 is launched with launch_pdl,
+    """PDL (ops/fused_moe_fp8_kernels.py): GEMM1 lets GEMM2 launch early; GEMM2 is launched with launch_pdl,
     prefetches its W2 slice, and waits for GEMM1 before anything else; pdl=False compiles none of it."""
     found = _script_json(tmp_path, PDL_SCRIPT)
     g1, g2 = found["gemm1/True"], found["gemm2/True"]

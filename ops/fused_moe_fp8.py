@@ -1,7 +1,7 @@
 """Our FP8 fused MoE for decode: `fused_moe_fp8(...)`, its validation, tile heuristics and launches.
 
-Kernels and the data flow live in kernels/fused_moe_fp8_kernels.py; routing modes in
-kernels/moe_routing.py. Two launches at small M (PAIR mode: GEMM1 with its split-K reduction and the
+Kernels and the data flow live in ops/fused_moe_fp8_kernels.py; routing modes in
+ops/moe_routing.py. Two launches at small M (PAIR mode: GEMM1 with its split-K reduction and the
 activation in a "last split finishes the tile" epilogue, GEMM2 with the top-k reduction done the same
 way), three at larger M (SCAN mode: GEMM1, GEMM2, sum). vLLM's Triton path uses six or seven (align,
 input quant, GEMM1, SiLU·mul, quant, GEMM2, sum).
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import torch
 import triton
 
-from kernels import fused_moe_fp8_kernels as K
-from kernels.moe_routing import expected_distinct_experts, use_pair_mode
+from ops import fused_moe_fp8_kernels as K
+from ops.moe_routing import expected_distinct_experts, use_pair_mode
 
 FP8_DTYPE = torch.float8_e4m3fn
 FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
