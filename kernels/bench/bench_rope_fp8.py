@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from kernels.bench.bench_fused_moe import graph_us
     from kernels.bench.bench_moe_configs import hbm_read_gbs
+    from ops.problems import rope_cos_sin_cache
     from ops.rope_fp8 import jit_binaries, rope_fp8, rope_fp8_kernel
 
     bw = hbm_read_gbs()
@@ -45,8 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     tmax = max(TOKENS)
     qkv = torch.randn(tmax, (HQ + 2 * HK) * D, device="cuda", dtype=torch.bfloat16)
     pos = torch.randint(0, 8192, (tmax,), device="cuda")
-    ang = torch.rand(8192, D // 2, device="cuda") * 6
-    cache = torch.cat([ang.cos(), ang.sin()], dim=-1)
+    cache = rope_cos_sin_cache(8192, D, torch.Generator(device="cuda").manual_seed(0), device="cuda")
     rows = []
     for name, neox, static in (
         ("neox-dynamic", True, False),

@@ -76,12 +76,14 @@ def measure(
     static: both activation scales static (True) / dynamic (False), or (x static?, act static?) to split the two
     GEMMs apart; config_changes override fields of the default config (num_stages=1, split_k=1, ...)."""
     from ops.fused_moe_fp8 import default_config, fused_moe_fp8
+    from ops.problems import fused_moe_problem
     from ops.reference import fused_moe_reference, rel_err
-    from tests.ops.test_fused_moe_fp8 import make_problem
 
     e, h, inter = shape
     x_static, act_static = static if isinstance(static, tuple) else (static, static)
-    args, kw = make_problem(m, e, top_k, h, inter, scales=scales, static=x_static or act_static, seed=m)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    static_any = x_static or act_static
+    args, kw = fused_moe_problem(m, e, top_k, h, inter, scales=scales, static=static_any, seed=m, device=device)
     if not x_static:
         kw.pop("a13_scale", None)
     if not act_static:

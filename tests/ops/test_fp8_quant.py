@@ -13,6 +13,7 @@ import triton
 import triton.language as tl
 
 from ops.fp8_quant import dynamic_scale, quantize
+from ops.problems import bf16_rows
 from ops.reference import quantize_fp8
 from tests.ops.conftest import DEVICE
 
@@ -23,14 +24,9 @@ def _codes(q: torch.Tensor) -> torch.Tensor:
     return q.clamp(-448, 448).to(FP8).view(torch.uint8)
 
 
-def _bf16_rows(rows: int, seed: int) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(rows, 128, generator=g).to(torch.bfloat16).float()
-
-
 @pytest.mark.parametrize("ulps", [-2, -1, 0, 1, 2])
 def test_correction_step_is_correctly_rounded_with_an_inexact_reciprocal(ulps):
-    x = _bf16_rows(20000, seed=ulps + 10)
+    x = bf16_rows(20000, seed=ulps + 10)
     s = (x.double().abs().amax(dim=1, keepdim=True) / 448.0).float()
     inv = ((1.0 / s.double()).float().view(torch.int32) + ulps).view(torch.float32)
     q0 = x * inv  # float32, rounded once
@@ -54,7 +50,7 @@ def _quant_rows_kernel(x_ptr, s_ptr, q_ptr, ROWS: tl.constexpr, K: tl.constexpr)
 
 
 def test_triton_helpers_match_pytorch_code_for_code():
-    x = _bf16_rows(64, seed=3).to(torch.bfloat16)
+    x = bf16_rows(64, seed=3).to(torch.bfloat16)
     x[0, :] = torch.tensor([0.5 * (i % 7 - 3) for i in range(128)])  # a row full of exact ties
     x = x.to(DEVICE)
     s = torch.empty(64, device=DEVICE)

@@ -7,6 +7,7 @@ run with `make test-gpu` (marker gpu).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
@@ -17,39 +18,12 @@ import triton.language as tl
 from ops import fused_moe_fp8 as F
 from ops.fused_moe_fp8 import MoEKernelConfig, candidate_configs, default_config, fused_moe_fp8
 from ops.moe_routing import expert_pair_list, routing_histogram, use_pair_mode
+from ops.problems import fused_moe_problem
 from ops.reference import MOE_TOLERANCE, fused_moe_reference, rel_err
 from tests.ops.conftest import DEVICE, HAS_CUDA
 
-FP8 = torch.float8_e4m3fn
-
-
-def make_problem(t, e, k, h, inter, *, scales, static=False, dtype=torch.bfloat16, gated=True, ids=None, seed=0):
-    """Fresh random inputs (never zeros); scales: 'tensor' | 'channel' | 'block'."""
-    g = torch.Generator(device=DEVICE).manual_seed(seed)  # generated where the kernel runs: GBs on the GPU
-    n1 = 2 * inter if gated else inter
-    dev = dict(generator=g, device=DEVICE)
-    x = torch.randn(t, h, **dev).to(dtype)
-    w13 = (torch.randn(e, n1, h, **dev) * 0.5).to(FP8)
-    w2 = (torch.randn(e, h, inter, **dev) * 0.5).to(FP8)
-    if ids is None:
-        ids = torch.rand(t, e, **dev).topk(k, dim=1).indices.to(torch.int32)
-    w = torch.rand(t, k, **dev) + 0.1
-    w = w / w.sum(dim=1, keepdim=True)
-
-    def sc(*shape):
-        return torch.rand(*shape, **dev) * 0.01 + 0.005
-
-    if scales == "block":
-        s13, s2 = sc(e, triton.cdiv(n1, 128), triton.cdiv(h, 128)), sc(e, triton.cdiv(h, 128), triton.cdiv(inter, 128))
-    elif scales == "channel":
-        s13, s2 = sc(e, n1), sc(e, h)
-    else:
-        s13, s2 = sc(e), sc(e)
-    kw = dict(w13_scale=s13, w2_scale=s2, block_shape=[128, 128] if scales == "block" else None)
-    if static:
-        kw.update(a13_scale=torch.tensor([0.02], device=DEVICE), a2_scale=torch.tensor([0.05], device=DEVICE))
-    kw["activation"] = "silu" if gated else "relu2"
-    return (x, w13, w2, w, ids.to(DEVICE)), kw
+# Inputs made where the kernels run (GBs for the GPU's real model shapes).
+make_problem = functools.partial(fused_moe_problem, device=DEVICE)
 
 
 def check(args, kw, config=None):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from ops.problems import rope_cos_sin_cache
 from ops.reference import TOLERANCE, rel_err, rope_fp8_reference
 from ops.rope_fp8 import BATCH_DEPENDENT_ARGS, jit_binaries, launch_args, rope_fp8, rope_fp8_kernel
 from tests.ops.conftest import DEVICE, HAS_CUDA
@@ -17,11 +18,6 @@ from tests.ops.jit_count import as_jit_function, cache_keys
 
 FP8 = torch.float8_e4m3fn
 MAX_T = 8192
-
-
-def make_cache(max_pos: int, rot: int, g: torch.Generator) -> torch.Tensor:
-    ang = torch.rand(max_pos, rot // 2, generator=g, device=DEVICE) * 6.0
-    return torch.cat([ang.cos(), ang.sin()], dim=-1)
 
 
 def dequant(x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
@@ -38,7 +34,7 @@ def test_matches_float64_reference(dtype, is_neox, static, rot):
     q = torch.randn(t, hq, d, generator=g, device=DEVICE).to(dtype)
     k = torch.randn(t, hk, d, generator=g, device=DEVICE).to(dtype)
     pos = torch.randint(0, 512, (t,), generator=g, device=DEVICE)
-    cache = make_cache(512, rot, g)
+    cache = rope_cos_sin_cache(512, rot, g, device=DEVICE)
     qs = torch.tensor([0.01], device=DEVICE) if static else None
     ks = torch.tensor([0.02], device=DEVICE) if static else None
     q_out = torch.full(q.shape, float("nan"), device=DEVICE).to(FP8)  # poisoned
@@ -108,7 +104,7 @@ def test_gpu_real_jit_compiles_once():
     hq, hk, d = 8, 2, 128
     qkv = torch.randn(MAX_T, (hq + 2 * hk) * d, device="cuda", dtype=torch.bfloat16)
     pos = torch.randint(0, 4096, (MAX_T,), device="cuda")
-    cache = make_cache(4096, d, torch.Generator(device="cuda").manual_seed(0))
+    cache = rope_cos_sin_cache(4096, d, torch.Generator(device="cuda").manual_seed(0), device="cuda")
     rope_fp8(qkv[:1, : hq * d].view(1, hq, d), qkv[:1, hq * d : (hq + hk) * d].view(1, hk, d), pos[:1], cache)
     before = jit_binaries(rope_fp8_kernel, dev)
     for t in [*range(1, 300), *range(300, MAX_T + 1, 61), MAX_T]:
