@@ -52,5 +52,5 @@ flavour-cpu) ;; # said above
     ;;
 esac
 # Read-only at run time, for any user (`docker run --user ...`): the image points TRITON_CACHE_DIR at /tmp and
-# kernels.aot:BakedFirstCacheManager reads this baked cache first, so new compiles land under /tmp.
+# kernels.triton_cache:BakedFirstCacheManager reads this baked cache first, so new compiles land under /tmp.
 chmod -R a+rX,go-w "$CACHE"

@@ -44,6 +44,7 @@ from typing import Any
 
 from kernels.config_files import TILE_KEYS, Tile, config_file_name, lookup, read_config_file, swap_ab_engaged
 from kernels.shapes import SHIPPED, KernelShape, shape_by_key
+from kernels.triton_cache import cache_entries
 
 KERNEL_NAMES = ("write_zeros_to_output", "fused_moe_kernel")
 KERNEL_MODULE = "vllm.model_executor.layers.fused_moe.fused_moe"
@@ -389,55 +390,6 @@ class CompileCounter:
         from triton import knobs
 
         knobs.compilation.listener = self._old
-
-
-BAKED_ENV = "MOE_BAKED_TRITON_CACHE"
-
-
-def _file_cache_manager() -> type:
-    from triton.runtime.cache import FileCacheManager
-
-    return FileCacheManager
-
-
-class BakedFirstCacheManager(_file_cache_manager() if importlib.util.find_spec("triton") else object):  # type: ignore[misc]
-    """Triton cache manager: look in the baked, read-only cache first, then the writable one.
-
-    Use with ``TRITON_CACHE_MANAGER=kernels.aot:BakedFirstCacheManager`` and
-    ``MOE_BAKED_TRITON_CACHE=/opt/moe-serving/triton-cache``. Needed because vLLM, when torch.compile
-    is on, points ``TRITON_CACHE_DIR`` at its own compile-cache folder before the MoE kernels are first
-    launched (vllm/compilation/compiler_interface.py, ``initialize_cache``); a plain baked
-    TRITON_CACHE_DIR would then never be read. New compiles still go to the current TRITON_CACHE_DIR.
-    """
-
-    def __init__(self, key: str, override: bool = False, dump: bool = False) -> None:
-        super().__init__(key, override=override, dump=dump)
-        root = os.environ.get(BAKED_ENV)
-        self.baked_dir = os.path.join(root, key) if root and not (override or dump) else None
-
-    def get_file(self, filename: str) -> str | None:
-        if self.baked_dir:
-            path = os.path.join(self.baked_dir, filename)
-            if os.path.exists(path):
-                return path
-        return super().get_file(filename)
-
-    def get_group(self, filename: str) -> dict[str, str] | None:
-        if self.baked_dir:
-            grp = os.path.join(self.baked_dir, f"__grp__{filename}")
-            if os.path.exists(grp):
-                with open(grp) as f:
-                    children = json.load(f).get("child_paths") or {}
-                if children and all(os.path.exists(p) for p in children.values()):
-                    return dict(children)
-        return super().get_group(filename)
-
-
-def cache_entries(cache_dir: Path) -> set[str]:
-    """Compiled kernels in a Triton cache: one directory per cache key holding a ``*.json`` metadata file."""
-    if not cache_dir.is_dir():
-        return set()
-    return {d.name for d in cache_dir.iterdir() if d.is_dir() and any(d.glob("fused_moe_kernel.json"))}
 
 
 MAX_TOKENS_HELP = (

@@ -21,6 +21,7 @@ import pytest
 from kernels import aot
 from kernels import config_files as cf
 from kernels.shapes import SHIPPED, shape_by_key
+from kernels.triton_cache import TRITON_CACHE_MANAGER
 
 ROOT = Path(__file__).resolve().parents[1]
 TRITON36 = ROOT / "build" / "triton-3.6.0"
@@ -118,7 +119,7 @@ def test_second_pass_is_all_cache_hits(baked):
 def test_baked_first_manager_serves_the_baked_cache_after_vllm_moves_triton_cache_dir(baked, tmp_path):
     cache, cfg, env, _ = baked
     moved = dict(env, TRITON_CACHE_DIR=str(tmp_path / "vllm-compile-cache" / "triton_cache"))
-    moved.update(TRITON_CACHE_MANAGER="kernels.aot:BakedFirstCacheManager", MOE_BAKED_TRITON_CACHE=str(cache))
+    moved.update(TRITON_CACHE_MANAGER=TRITON_CACHE_MANAGER, MOE_BAKED_TRITON_CACHE=str(cache))
     proc = _run(["-c", COUNT_SCRIPT, str(cfg)], moved)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"misses": {}, "hits": {"fused_moe_kernel": 3}}

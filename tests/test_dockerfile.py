@@ -11,6 +11,7 @@ import re
 import subprocess
 from pathlib import Path
 
+from kernels.triton_cache import TRITON_CACHE_MANAGER
 from sagemaker_deploy.planning import IMAGE_VLLM_VERSION
 from tests.conftest_paths import REPO
 
@@ -107,11 +108,12 @@ def test_final_stage_keeps_the_sagemaker_contract():
         "HF_HOME=/tmp/",
         "TRITON_CACHE_DIR=/tmp/",
         "MOE_SERVING_KERNEL_CONFIGS=/opt/moe-serving/kernel-configs",
-        "TRITON_CACHE_MANAGER=kernels.aot:BakedFirstCacheManager",
+        "TRITON_CACHE_MANAGER=kernels.triton_cache:BakedFirstCacheManager",
         "MOE_BAKED_TRITON_CACHE=/opt/moe-serving/triton-cache",
         "MOE_SERVING_DEFAULT_PROPERTIES=/opt/moe-serving/serving.properties",
     ):
         assert setting in env, setting
+    assert f"TRITON_CACHE_MANAGER={TRITON_CACHE_MANAGER} " in env + " "  # the class the code defines
     # The resolver decides VLLM_TUNED_CONFIG_FOLDER per plan; a global ENV would read as a user setting.
     assert "VLLM_TUNED_CONFIG_FOLDER" not in env
 

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from benchmarks.e2e.runner import PREWARM_FLASHINFER
 from benchmarks.sigterm import exit_on_sigterm
+from kernels.triton_cache import TRITON_CACHE_MANAGER
 
 REPO = Path(__file__).resolve().parents[2]
 WORKER = r"""
@@ -86,9 +87,7 @@ def run_state(state: str, args: argparse.Namespace, caches: Path) -> dict[str, o
     env.pop("TRITON_CACHE_MANAGER", None)
     env.pop("MOE_BAKED_TRITON_CACHE", None)
     if state == "baked":
-        env.update(
-            TRITON_CACHE_MANAGER="kernels.aot:BakedFirstCacheManager", MOE_BAKED_TRITON_CACHE=str(args.baked_cache)
-        )
+        env.update(TRITON_CACHE_MANAGER=TRITON_CACHE_MANAGER, MOE_BAKED_TRITON_CACHE=str(args.baked_cache))
     log_path = args.out_dir / f"engine_start_{state}.log"
     t0 = time.perf_counter()
     with log_path.open("w") as log:
