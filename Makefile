@@ -82,7 +82,7 @@ bench-e2e:
 	python3 -m benchmarks.e2e run $(if $(MODELS),--models $(MODELS)) $(if $(BACKENDS),--backends $(BACKENDS)) --conc $(CONC)
 
 tune:
-	python3 -m kernels.tune $(TUNE_ARGS)
+	python3 -m tools.tune $(TUNE_ARGS)
 
 # Bake the Triton cache for the tuned configs (no GPU needed); the image does this in its aot stage.
 aot:

@@ -43,12 +43,12 @@ def _reference_err(problem: Any, batch: list, scales: dict, act: str, cfg: Any, 
 
 
 def sweep_shape(key: str, ms: list[int], bw: float, have_vllm: bool, deadline: float, rows: list[dict]) -> dict:
-    from kernels import moe_harness
     from kernels.bench.bench_fused_moe import PlainProblem, graph_us, our_scales
     from kernels.bench.bench_moe_configs import distinct_experts
     from kernels.shapes import shape_by_key
     from ops.fused_moe_fp8 import candidate_configs, fused_moe_fp8
     from ops.reference import fused_moe_reference
+    from tools import moe_harness
 
     s = shape_by_key(key)
     problem = moe_harness.MoEProblem(s) if have_vllm else PlainProblem(s)

@@ -36,9 +36,10 @@ from triton.runtime.driver import driver
 from kernels import aot
 from kernels.config_files import read_config_file
 from kernels.shapes import shape_by_key
+from tools.compile_counter import CompileCounter
 driver.set_active(aot.Sm90Driver())
 cases = aot.cases_from_configs(Path(sys.argv[1]), [1], [shape_by_key("qwen3-30b-a3b:tp1")])
-with aot.CompileCounter() as c:
+with CompileCounter() as c:
     aot.compile_cases(cases, workers=1, progress=False)
 print(json.dumps({"misses": c.misses, "hits": c.hits}))
 """

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from kernels import config_files as cf
-from kernels import tune
 from kernels.shapes import SHIPPED, KernelShape, shape_by_key
+from tools import tune
 
 SHIPPED_FILES = cf.shipped_files()
 TILE = dict(BLOCK_SIZE_M=16, BLOCK_SIZE_N=128, BLOCK_SIZE_K=128, GROUP_SIZE_M=1, num_warps=4, num_stages=4)
@@ -334,8 +334,8 @@ def test_readme_row_says_how_the_file_was_produced(tmp_path):
     tuner, _ = make_tuner(tune.TuneState.load(None))
     finals = tuner.tune_shape(SHAPE, [1])
     versions = {"triton": "3.6.0", "vllm": "0.26.0", "gpu": "NVIDIA H200"}
-    path = tune.write_shape(SHAPE, finals, default_tile, tmp_path, versions, "python -m kernels.tune --shapes x")
+    path = tune.write_shape(SHAPE, finals, default_tile, tmp_path, versions, "python -m tools.tune --shapes x")
     text = tune.render_readme(cf.load_provenance(tmp_path / "provenance.json"))
     row = next(line for line in text.splitlines() if path.name in line)
-    for part in ("qwen3-30b-a3b:tp1", "NVIDIA H200", "0.26.0", "3.6.0", "python -m kernels.tune --shapes x", "(1)"):
+    for part in ("qwen3-30b-a3b:tp1", "NVIDIA H200", "0.26.0", "3.6.0", "python -m tools.tune --shapes x", "(1)"):
         assert part in row

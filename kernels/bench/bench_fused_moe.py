@@ -12,7 +12,7 @@ Per shape and M = 1..256, one CSV row (kernels/bench/results/h200_fused_moe.csv)
                when it holds files), empty when vLLM is not importable,
   baseline_us  torch._scaled_grouped_mm (CUTLASS) doing the same expert work (routing sort excluded),
   roofline_us  distinct experts' FP8 weight bytes ÷ HBM read bandwidth measured in this run.
-All timed the same way (kernels/moe_harness.py): R calls on R different uniform routings captured in
+All timed the same way (tools/moe_harness.py): R calls on R different uniform routings captured in
 one CUDA graph, so weights come from HBM (R·touched bytes ≥ 3× L2) and launch gaps are graph-short.
 Same weights for all three (vLLM's problem object). Llama-4 applies the router weight on the input in
 vLLM and on the output here: same bytes and FLOPs.
@@ -57,7 +57,7 @@ def setup_vllm() -> Any | None:
     try:
         import vllm
 
-        from kernels import moe_harness
+        from tools import moe_harness
 
         moe_harness.vllm_fused_moe()
         return vllm
@@ -82,7 +82,7 @@ class PlainProblem:
         self.w2 = (torch.randn(s.e, s.h, s.n, device="cuda", generator=gen) * 0.5).to(torch.float8_e4m3fn)
 
     def inputs(self, m: int, count: int, seed: int = 1) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-        from kernels.moe_harness import MoEProblem
+        from tools.moe_harness import MoEProblem
 
         return MoEProblem.inputs(self, m, count, seed)  # same routing generator, no vLLM needed
 
@@ -147,11 +147,11 @@ def sweep_configs(m: int, s: Any) -> list[Any]:
 
 
 def bench_shape(key: str, ms: tuple[int, ...], bw: float, have_vllm: bool, sweep_max_m: int) -> list[dict]:
-    from kernels import moe_harness
     from kernels.bench.bench_moe_configs import GroupedMMBaseline, distinct_experts
     from kernels.shapes import shape_by_key
     from ops.fused_moe_fp8 import default_config, fused_moe_fp8
     from ops.reference import rel_err
+    from tools import moe_harness
 
     s = shape_by_key(key)
     problem = moe_harness.MoEProblem(s) if have_vllm else PlainProblem(s)

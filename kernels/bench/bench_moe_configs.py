@@ -1,7 +1,7 @@
 """Kernel-level evidence for the tuned configs (``make bench-kernels``, on an H200).
 
 Per shipped shape and M ≤ 256, one CSV row with the per-call time of vLLM's ``fused_experts``
-(kernels/moe_harness.py: CUDA-graph replays over rotating uniform routings, L2-cold weights) with
+(tools/moe_harness.py: CUDA-graph replays over rotating uniform routings, L2-cold weights) with
   tuned_us    our tile (kernels/configs, looked up like vLLM does),
   default_us  what vLLM runs without our file (its shipped file's tile, else its default heuristic),
   baseline_us ``torch._scaled_grouped_mm`` (CUTLASS grouped GEMM, rowwise FP8) doing the same expert work:
@@ -27,8 +27,8 @@ import torch
 from kernels.aot import config_source
 from kernels.config_files import lookup, read_config_file
 from kernels.shapes import SHIPPED, KernelShape, shape_by_key
-from kernels.tune import tile_id
 from ops.reference import rel_err
+from tools.tune import tile_id
 
 RESULTS = Path(__file__).resolve().parent / "results"
 BENCH_M = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256)
@@ -110,7 +110,7 @@ class GroupedMMBaseline:
 
 
 def bench_shape(shape: KernelShape, table: dict, ms: list[int], bw_gbs: float, rounds: int = 3) -> list[dict]:
-    from kernels import moe_harness
+    from tools import moe_harness
 
     shipped = moe_harness.vllm_shipped_table(shape)
     problem = moe_harness.MoEProblem(shape)
@@ -158,7 +158,7 @@ def bench_shape(shape: KernelShape, table: dict, ms: list[int], bw_gbs: float, r
 
 def check_numerics(shape: KernelShape, table: dict, ms: tuple[int, ...] = (1, 64)) -> list[str]:
     """Tuned tile vs vLLM's default tile vs float32 reference; returns failure messages (empty = pass)."""
-    from kernels import moe_harness
+    from tools import moe_harness
 
     problem = moe_harness.MoEProblem(shape)
     shipped = moe_harness.vllm_shipped_table(shape)

@@ -100,9 +100,9 @@ def measure(
 def time_us(key: str, m: int, precise: bool) -> float:
     """µs per call of our kernel (default config) for shape `key`, weights from HBM (bench_fused_moe's timing)."""
     from kernels.bench.bench_fused_moe import PlainProblem, graph_us, our_scales
-    from kernels.moe_harness import rotations
     from kernels.shapes import shape_by_key
     from ops.fused_moe_fp8 import fused_moe_fp8
+    from tools.moe_harness import rotations
 
     s = shape_by_key(key)
     problem = PlainProblem(s)

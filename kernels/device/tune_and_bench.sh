@@ -5,7 +5,7 @@
 #
 #   kernels/device/tune_and_bench.sh PHASE [PHASE...]     PHASE ∈ tune | bench | aotcheck
 #
-#   tune      kernels.tune for the shipped shapes in priority order within TUNE_BUDGET_S (default 420 s;
+#   tune      tools.tune for the shipped shapes in priority order within TUNE_BUDGET_S (default 420 s;
 #             whole phase ≈ budget + 60 s); tuned files → $OUT/configs.tar.gz (unpack into kernels/).
 #   bench     numerics of every tuned file (tuned tile vs vLLM default tile vs fp32 reference), then
 #             kernels.bench.bench_moe_configs (≈ 2–3 min for all shapes) → CSV, PNG, markdown.
@@ -45,10 +45,10 @@ PY
 phase_tune() {
   log "tune: shapes=$SHAPES budget=${TUNE_BUDGET_S:-420}s workers=$WORKERS"
   local t0=$SECONDS rc=0
-  $PY -m kernels.tune --shapes "$SHAPES" --budget-s "${TUNE_BUDGET_S:-420}" --workers "$WORKERS" \
+  $PY -m tools.tune --shapes "$SHAPES" --budget-s "${TUNE_BUDGET_S:-420}" --workers "$WORKERS" \
       --state "$OUT/tune_state.jsonl" --out-dir kernels/configs >>"$LOG" 2>&1 || rc=$?
   grep -E "µs  incumbent|^\{" "$LOG" | tail -n 40 || true
-  $PY -m kernels.tune --write-readme --out-dir kernels/configs >>"$LOG" 2>&1 || rc=$?
+  $PY -m tools.tune --write-readme --out-dir kernels/configs >>"$LOG" 2>&1 || rc=$?
   tar -czf "$OUT/configs.tar.gz" kernels/configs
   local files
   files=$(find kernels/configs -name 'E=*.json' | wc -l)
@@ -77,12 +77,12 @@ phase_aotcheck() {
   local bake_s=$((SECONDS - t0))
   log "aotcheck: control run against an EMPTY cache (must report JIT compiles, exit 1)"
   local ctrl=0
-  $PY -m kernels.aot check --cache-dir /root/triton-empty-cache --shapes "${SHAPES%%,*}" --batch-sizes 1,64 \
+  $PY -m tools.aot_check --cache-dir /root/triton-empty-cache --shapes "${SHAPES%%,*}" --batch-sizes 1,64 \
       > "$OUT/aot_control.json" 2>>"$LOG" || ctrl=$?
   cat "$OUT/aot_control.json" >> "$LOG"
   log "aotcheck: run every baked case against the BAKED cache (must be 0 JIT compiles)"
   local rc=0
-  $PY -m kernels.aot check --cache-dir "$BAKED" --shapes "$SHAPES" --json-out "$OUT/aot_check.json" >>"$LOG" 2>&1 || rc=$?
+  $PY -m tools.aot_check --cache-dir "$BAKED" --shapes "$SHAPES" --json-out "$OUT/aot_check.json" >>"$LOG" 2>&1 || rc=$?
   rm -f "$OUT/aot_control.json"
   local jit="no result"
   [ -f "$OUT/aot_check.json" ] && jit=$(tr -d '\n ' < "$OUT/aot_check.json" | grep -o '"fused_moe_kernel_jit_compiles":[0-9]*' || true)

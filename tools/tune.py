@@ -1,11 +1,11 @@
 """Tune vLLM's Triton fused-MoE tiles for H200 and write vLLM-named config files.
 
-    python -m kernels.tune --shapes qwen3-30b-a3b:tp1,deepseek-v3:tp8 --budget-s 420 --state $OUT/tune.jsonl
+    python -m tools.tune --shapes qwen3-30b-a3b:tp1,deepseek-v3:tp8 --budget-s 420 --state $OUT/tune.jsonl
 
 Flow per shape: for each M (decode sizes first) → pruned candidate tiles around vLLM's incumbent
 (its shipped file entry, else its default heuristic) plus swap-AB tiles → all candidates' kernel
 variants compiled ahead of time in a process pool (kernels/aot.py, no GPU work) → each candidate timed
-once (CUDA-graph replays, kernels/moe_harness.py) → the best few and the incumbent re-timed in
+once (CUDA-graph replays, tools/moe_harness.py) → the best few and the incumbent re-timed in
 interleaved rounds (run-to-run noise on identical tiles reaches ~8%) → a challenger replaces the
 incumbent only when its median beats it by more than ``--margin``. M values not reached within the
 budget keep the incumbent, so a written file is never worse than what vLLM runs without it.
@@ -303,7 +303,7 @@ read by vLLM when `VLLM_TUNED_CONFIG_FOLDER` points here (the resolver sets it w
 backend runs). Each file maps batch size M → tile; vLLM uses the entry with the closest M. M values
 not in "tuned M" carry vLLM's own tile for that M (its shipped file's entry, else its default
 heuristic), so a file is never worse than no file. Generated from `provenance.json` by
-`python -m kernels.tune --write-readme`; regenerate the files with
+`python -m tools.tune --write-readme`; regenerate the files with
 `kernels/device/tune_and_bench.sh tune` on an H200 (see kernels/README.md).
 
 | file | shape | tuned M | best speedup vs vLLM (M) | GPU | vLLM | Triton | date | command |
@@ -340,7 +340,7 @@ def _versions() -> dict[str, str]:
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m kernels.tune", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m tools.tune", description=__doc__.splitlines()[0])
     p.add_argument("--shapes", default="", help="comma-separated keys like qwen3-30b-a3b:tp1 (default: all shipped)")
     p.add_argument("--m", default=",".join(map(str, M_ORDER)), help="batch sizes, in tuning order")
     p.add_argument("--budget-s", type=float, default=420.0, help="stop measuring after this; write what finished")
@@ -367,7 +367,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"--m values {bad} not in the tuning grid {list(M_GRID)}", file=sys.stderr)
         return 2
 
-    from kernels import aot, moe_harness
+    from kernels import aot
+    from tools import moe_harness
+    from tools.compile_counter import CompileCounter
 
     shipped = {s.key: moe_harness.vllm_shipped_table(s) for s in shapes}
     incumbent_cache: dict[tuple[str, int], Tile] = {}
@@ -404,9 +406,9 @@ def main(argv: list[str] | None = None) -> int:
     state = TuneState.load(args.state)
     tuner = Tuner(measure, state, deadline, incumbent_for, top=args.top, margin=args.margin)
     versions = _versions()
-    command = "python -m kernels.tune " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m tools.tune " + " ".join(argv if argv is not None else sys.argv[1:])
     written = []
-    counter = aot.CompileCounter().__enter__()
+    counter = CompileCounter().__enter__()
     for i, shape in enumerate(shapes):
         n_variants += aot.wait_all(pending.pop(shape.key), f"compile {shape.key}")
         if i + 1 < len(shapes):

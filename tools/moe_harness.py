@@ -1,6 +1,6 @@
 """GPU harness around vLLM's own Triton fused-MoE (``fused_experts``): inputs, timing, correctness.
 
-Used by kernels/tune.py, kernels/bench/bench_moe_configs.py and the AOT check. Needs an NVIDIA GPU and
+Used by tools/tune.py, kernels/bench/bench_moe_configs.py and the AOT check. Needs an NVIDIA GPU and
 an importable vLLM (the image, or the offline bundle at PYTHONPATH=/root/site).
 
 Timing (see .library METHOD.md): R calls of ``fused_experts`` on R different uniform routings are
