@@ -13,7 +13,7 @@
 #   A: own kernels (GPU tests + block-dynamic diagnostic, benches, sweep) → e2e control (Qwen3 128-block) →
 #      engine start → LMI middleware on vLLM 0.26
 #   B: aotcheck (incl. our DeepSeek-V3 file) → e2e qwen → e2e nemotron → e2e mixtral (repeats: spread, new tiles)
-# (what 2026-11-30's lease left; its results are filed in kernels/bench/results and benchmarks/e2e/results)
+# (what 2026-11-30's lease left; its results are filed in benchmarks/results/kernels and benchmarks/results/e2e)
 # The queues run from a copy of the repo under $RUN_DIR/repo (later calls re-send the working tree).
 # `wait` copies into $OUT (≤ 8 files come back): A.tar.gz and B.tar.gz (every step's results + logs) and
 # status.txt (one line per step: rc, seconds). Unpack the tars here and file the numbers (RUNS.md files).

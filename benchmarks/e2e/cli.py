@@ -22,10 +22,10 @@ from typing import Any
 from benchmarks.e2e import backends as be
 from benchmarks.e2e import report, runner, spec
 from benchmarks.e2e.logparse import condense
+from benchmarks.paths import E2E_RESULTS
 from benchmarks.sigterm import exit_on_sigterm
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
-DEFAULT_SNAPSHOT = RESULTS_DIR / "plans.json"
+DEFAULT_SNAPSHOT = E2E_RESULTS / "plans.json"
 # Rows known to risk a long hang get a short leash of their own (see docs/e2e-bench.md): Mixtral-8x7B FP8
 # static on FlashInfer CUTLASS (auto picks it too) did not start within 420 s on the offline build.
 DEFAULT_TIMEOUTS = {
@@ -95,7 +95,7 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     p.add_argument("--max-num-seqs", type=int, default=0, help="default: the largest concurrency")
     p.add_argument("--engine-arg", type=_engine_arg, action="append", default=[], help="KEY=JSON for LLM()")
-    p.add_argument("--out-dir", type=Path, default=RESULTS_DIR)
+    p.add_argument("--out-dir", type=Path, default=E2E_RESULTS)
     p.add_argument("--work-dir", type=Path, default=Path("/tmp/e2e-bench-work"))
     p.add_argument("--plan-snapshot", type=Path, default=DEFAULT_SNAPSHOT)
     p.add_argument("--plan-gpu", default=None, help="gpu= for build_plan; default: detect")

@@ -1,6 +1,6 @@
 """Our fused MoE vs vLLM's tuned Triton kernel vs CUTLASS grouped GEMM vs the HBM floor (H200).
 
-Per shape and M = 1..256, one CSV row (kernels/bench/results/h200_fused_moe.csv):
+Per shape and M = 1..256, one CSV row (benchmarks/results/kernels/h200_fused_moe.csv):
   ours_us      fused_moe_fp8 with its default heuristic config,
   ours_best_us best of a few alternative configs at M ≤ 4 (what tuning could add; config in best_cfg),
   ours_pdl_us  the default config with programmatic dependent launch + W2 prefetch forced on,
@@ -32,7 +32,8 @@ from typing import Any
 
 import torch
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from benchmarks.paths import KERNEL_RESULTS
+
 CONFIGS_DIR = Path(__file__).resolve().parents[1] / "configs"
 SHAPES = (
     "qwen3-30b-a3b:tp1",
@@ -292,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shapes", default=",".join(SHAPES))
     ap.add_argument("--ms", default=",".join(map(str, BENCH_M)))
     ap.add_argument("--sweep-max-m", type=int, default=1, help="try alternative configs up to this M (0: none)")
-    ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--out", type=Path, default=KERNEL_RESULTS)
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("bench_fused_moe needs an NVIDIA GPU", file=sys.stderr)

@@ -24,13 +24,13 @@ from typing import Any
 
 import torch
 
+from benchmarks.paths import KERNEL_RESULTS
 from kernels.aot import config_source
 from kernels.config_files import lookup, read_config_file
 from kernels.shapes import SHIPPED, KernelShape, shape_by_key
 from ops.reference import rel_err
 from tools.tune import tile_id
 
-RESULTS = Path(__file__).resolve().parent / "results"
 BENCH_M = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256)
 COLUMNS = (
     "shape", "M", "tuned_us", "default_us", "baseline_us", "roofline_us", "speedup", "pct_floor_tuned",
@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config-dir", type=Path, default=Path(__file__).resolve().parents[1] / "configs")
     p.add_argument("--shapes", default="", help="comma-separated shape keys (default: every shipped file)")
     p.add_argument("--m", default=",".join(map(str, BENCH_M)))
-    p.add_argument("--out-dir", type=Path, default=RESULTS)
+    p.add_argument("--out-dir", type=Path, default=KERNEL_RESULTS)
     p.add_argument("--check-only", action="store_true", help="numerics of the tuned tiles only, no timing")
     args = p.parse_args(argv)
     import triton

@@ -4,7 +4,7 @@ Bytes per token: q and k read (2 B each), the cos/sin row read (4·rot B), q and
 (1 B each), positions (8 B) and dynamic scales (2 × 4 B). Floor = bytes ÷ the HBM bandwidth measured
 in this run. Time: median of CUDA-graph replays (kernels launch in a few µs, so small T measure
 launch latency, which is the point for decode). compiles = binaries in the kernel's JIT cache after
-all token counts 1..8192 ran (expected: 1 per config). CSV kernels/bench/results/h200_rope_fp8.csv.
+all token counts 1..8192 ran (expected: 1 per config). CSV benchmarks/results/kernels/h200_rope_fp8.csv.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from pathlib import Path
 
 import torch
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from benchmarks.paths import KERNEL_RESULTS
+
 COLUMNS = ("config", "T", "us", "gbs", "floor_us", "pct_floor", "compiles", "gpu", "torch", "triton", "timestamp")
 TOKENS = (1, 16, 64, 256, 1024, 4096, 8192)
 HQ, HK, D = 32, 8, 128  # Llama-3-8B / Qwen3-style GQA heads
@@ -25,7 +26,7 @@ HQ, HK, D = 32, 8, 128  # Llama-3-8B / Qwen3-style GQA heads
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--out", type=Path, default=KERNEL_RESULTS)
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("bench_rope_fp8 needs an NVIDIA GPU", file=sys.stderr)

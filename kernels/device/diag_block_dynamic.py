@@ -1,6 +1,6 @@
 """Why did the block-scale, dynamic-activation DeepSeek-V3 cases miss the bf16 tolerance on an H200?
 
-Answered 2026-11-30 (ops/fp8_quant.py; logs in kernels/bench/results/logs/2026-11-30b/): Triton's approximate
+Answered 2026-11-30 (ops/fp8_quant.py; logs in benchmarks/results/kernels/logs/2026-11-30b/): Triton's approximate
 fp32 division on the GPU. Kept to re-check after kernel changes
 (`DIAG=1 bash kernels/device/kernels_check_and_bench.sh`).
 A run of the same GPU-generated problem under Triton 3.6's CPU interpreter was tried and dropped: that interpreter
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timings", action="store_true", help="also time default vs precise accumulation (v1)")
     ns = p.parse_args(argv)
     rows = []
-    # v1 (2026-11-30, kernels/bench/results/logs/2026-11-30b/diag_v1.log): precise accumulation, split-K 1 and
+    # v1 (2026-11-30, benchmarks/results/kernels/logs/2026-11-30b/diag_v1.log): precise accumulation, split-K 1 and
     # top-1 change nothing; static block and dynamic per-tensor pass. v2 splits the GEMMs and the pipeline apart.
     print(f"{'M':>3} {'k':>2} {'x scale':>8} {'act scale':>9} {'config':>12}  rel err (tolerance 0.01)")
     cases: list[tuple[int, bool, bool, dict]] = []

@@ -1,6 +1,6 @@
 """One K step of GEMM1's block-dynamic path, in isolation, on the GPU: which part disagrees with PyTorch?
 
-diag_block_dynamic (2026-11-30, kernels/bench/results/logs/2026-11-30b/) found the error in GEMM1 only when x is
+diag_block_dynamic (2026-11-30, benchmarks/results/kernels/logs/2026-11-30b/) found the error in GEMM1 only when x is
 quantised per (token, 128-group) on the fly; static x, dynamic act, and per-tensor dynamic x all pass. This kernel
 runs exactly that step — load a (16, 128) tile of x (bf16 or fp32), amax/448 per row, x / scale, clamp, cast to
 fp8, transpose, dot with a (64, 128) fp8 weight tile — and writes the scales, the fp8 codes and the dot, so each
