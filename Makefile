@@ -50,7 +50,7 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/hadolint --failure-threshold error Dockerfile
-	$(VENV)/bin/shellcheck --external-sources docker/*.sh scripts/*.sh benchmarks/device/*.sh kernels/device/*.sh
+	$(VENV)/bin/shellcheck --external-sources docker/*.sh scripts/*.sh benchmarks/device/*.sh
 
 # GPU tests (-m gpu) run on an H200 with `make test-gpu`; they are deselected here, not skipped.
 test: venv triton-aot-env lint
@@ -73,9 +73,9 @@ bench-serving: venv
 	$(PY) -m benchmarks.serving.bench_middleware --out out/serving
 
 bench-kernels:
-	python3 -m kernels.bench.bench_moe_configs
-	python3 -m kernels.bench.bench_fused_moe
-	python3 -m kernels.bench.bench_rope_fp8
+	python3 -m benchmarks.kernels.bench_moe_configs
+	python3 -m benchmarks.kernels.bench_fused_moe
+	python3 -m benchmarks.kernels.bench_rope_fp8
 
 # On an H200 host with vLLM 0.26 importable, e.g. make bench-e2e MODELS=qwen3-30b-a3b-fp8-static BACKENDS=auto,plan,triton CONC=1,8,64
 bench-e2e:

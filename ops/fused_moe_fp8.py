@@ -145,7 +145,7 @@ def candidate_configs(
     each new tile or split depth is a new Triton compile, ~1-2 s on the GPU host).
 
     Varies what the heuristic guesses at: each GEMM's tile width (with the split that width implies),
-    the split depths ×½ and ×2, warps and pipeline stages. kernels/fused_moe_fp8_sweep.py times them."""
+    the split depths ×½ and ×2, warps and pipeline stages. benchmarks/kernels/fused_moe_fp8_sweep.py times them."""
     base = default_config(num_tokens, num_experts, top_k, hidden, inter, block_k=block_k, num_sms=num_sms)
     target = PROGRAMS_PER_SM * num_sms
     pair = base.pair_mode

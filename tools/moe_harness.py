@@ -1,9 +1,9 @@
 """GPU harness around vLLM's own Triton fused-MoE (``fused_experts``): inputs, timing, correctness.
 
-Used by tools/tune.py, kernels/bench/bench_moe_configs.py and the AOT check. Needs an NVIDIA GPU and
+Used by tools/tune.py, tools/aot_check.py and the benchmarks under benchmarks/kernels/. Needs an NVIDIA GPU and
 an importable vLLM (the image, or the offline bundle at PYTHONPATH=/root/site).
 
-Timing (see .library METHOD.md): R calls of ``fused_experts`` on R different uniform routings are
+Timing (tools/measure.py ``graph_us``): R calls of ``fused_experts`` on R different uniform routings are
 captured in one CUDA graph and the graph is replayed between CUDA events; the per-call time is the
 median over batches / R. Rotating routings keeps the working set of touched experts above the L2
 size (50 MB on H200), so weights stream from HBM as they do in serving; every shape's full weight set
@@ -23,6 +23,7 @@ import torch
 
 from kernels.config_files import TILE_KEYS, Tile, lookup, read_config_file
 from kernels.shapes import KernelShape
+from tools.measure import graph_us
 
 L2_BYTES = 50 * 1024 * 1024
 
@@ -70,47 +71,101 @@ def rotations(shape: KernelShape, m: int) -> int:
     return max(4, min(16, math.ceil(3 * L2_BYTES / max(touched, 1))))
 
 
+Batch = list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]  # (hidden, topk_weights, topk_ids) per routing
+
+
+def distinct_experts(batch: Batch) -> float:
+    """Mean number of distinct experts a routing of ``batch`` touches (what the weights' HBM traffic scales with)."""
+    return sum(int(ids.unique().numel()) for _, _, ids in batch) / len(batch)
+
+
+def hbm_floor_us(shape: KernelShape, batch: Batch, hbm_gbs: float) -> float:
+    """The floor of one call: the distinct experts' FP8 weight bytes read once at the measured HBM bandwidth."""
+    return distinct_experts(batch) * shape.weight_bytes_per_expert() / (hbm_gbs * 1e9) * 1e6
+
+
+def random_weights(shape: KernelShape, device: str = "cuda") -> tuple[torch.Tensor, torch.Tensor]:
+    """(w1 (E, N1, H), w2 (E, H, N)) fp8, the same values for every problem of a shape (seed 0): our kernel and
+    vLLM's are timed on identical weights."""
+    s, fp8 = shape, torch.float8_e4m3fn
+    gen = torch.Generator(device=device).manual_seed(0)
+    w1 = (torch.randn(s.e, s.n1, s.h, device=device, generator=gen) * 0.5).to(fp8)
+    w2 = (torch.randn(s.e, s.h, s.n, device=device, generator=gen) * 0.5).to(fp8)
+    return w1, w2
+
+
+def random_scales(shape: KernelShape, device: str = "cuda") -> dict[str, Any]:
+    """Scales as ``ops.fused_moe_fp8`` takes them: per-tensor weight scales with static activation scales, or
+    128×128 block weight scales with dynamic activations (DeepSeek-V3's checkpoint format)."""
+    s = shape
+    if s.block_shape:
+        bn, bk = s.block_shape
+        return dict(
+            w13_scale=torch.rand(s.e, s.n1 // bn, s.h // bk, device=device) * 0.01 + 0.005,  # (E, N1/128, H/128)
+            w2_scale=torch.rand(s.e, s.h // bn, s.n // bk, device=device) * 0.01 + 0.005,  # (E, H/128, N/128)
+            block_shape=list(s.block_shape),
+        )
+    return dict(
+        w13_scale=torch.rand(s.e, device=device) * 0.01 + 0.005,  # (E,) per-tensor weight scales
+        w2_scale=torch.rand(s.e, device=device) * 0.01 + 0.005,
+        a13_scale=torch.full((1,), 0.02, device=device),  # static per-tensor activation scales
+        a2_scale=torch.full((1,), 0.02, device=device),
+    )
+
+
+def random_routings(shape: KernelShape, m: int, count: int, seed: int = 1, device: str = "cuda") -> Batch:
+    """``count`` (hidden (M,H) bf16, topk_weights (M,k) f32, topk_ids (M,k) int32) uniform routings."""
+    s = shape
+    gen = torch.Generator(device=device).manual_seed(seed)
+    out = []
+    for _ in range(count):
+        x = torch.randn(m, s.h, device=device, dtype=torch.bfloat16, generator=gen)
+        ids = torch.rand(m, s.e, device=device, generator=gen).topk(s.topk, dim=1).indices.to(torch.int32)
+        w = torch.rand(m, s.topk, device=device, generator=gen)
+        out.append((x, (w / w.sum(dim=1, keepdim=True)).contiguous(), ids.contiguous()))
+    return out
+
+
 @dataclass
-class MoEProblem:
-    """Random FP8 weights + scales for one shape on the GPU (never zeros: see METHOD.md)."""
+class PlainMoEProblem:
+    """Random FP8 weights + scales for one shape on the GPU (never zeros: see METHOD.md), and its routings.
+
+    What our kernel (ops/) is timed on; needs no vLLM. ``MoEProblem`` adds vLLM's quant config on the same values.
+    """
 
     shape: KernelShape
     device: str = "cuda"
     w1: torch.Tensor = field(init=False)
     w2: torch.Tensor = field(init=False)
+    scales: dict[str, Any] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.w1, self.w2 = random_weights(self.shape, self.device)  # (E, N1, H), (E, H, N) fp8
+        self.scales = random_scales(self.shape, self.device)
+
+    def inputs(self, m: int, count: int, seed: int = 1) -> Batch:
+        return random_routings(self.shape, m, count, seed, self.device)
+
+
+@dataclass
+class MoEProblem(PlainMoEProblem):
+    """``PlainMoEProblem`` plus vLLM's fp8_w8a8 quant config of the same scales; ``run`` calls vLLM's kernel."""
+
     quant_config: Any = field(init=False)
 
     def __post_init__(self) -> None:
         from vllm.model_executor.layers.fused_moe.config import fp8_w8a8_moe_quant_config
 
-        s, dev = self.shape, self.device
-        fp8 = torch.float8_e4m3fn
-        gen = torch.Generator(device=dev).manual_seed(0)
-        self.w1 = (torch.randn(s.e, s.n1, s.h, device=dev, generator=gen) * 0.5).to(fp8)  # (E, N1, H) fp8
-        self.w2 = (torch.randn(s.e, s.h, s.n, device=dev, generator=gen) * 0.5).to(fp8)  # (E, H, N) fp8
-        if s.block_shape:
-            bn, bk = s.block_shape
-            w1s = torch.rand(s.e, s.n1 // bn, s.h // bk, device=dev) * 0.01 + 0.005  # (E, N1/128, H/128) f32
-            w2s = torch.rand(s.e, s.h // bn, s.n // bk, device=dev) * 0.01 + 0.005  # (E, H/128, N/128) f32
-            self.quant_config = fp8_w8a8_moe_quant_config(w1_scale=w1s, w2_scale=w2s, block_shape=list(s.block_shape))
+        super().__post_init__()
+        sc = self.scales
+        if self.shape.block_shape:
+            self.quant_config = fp8_w8a8_moe_quant_config(
+                w1_scale=sc["w13_scale"], w2_scale=sc["w2_scale"], block_shape=sc["block_shape"]
+            )
         else:
-            w1s = torch.rand(s.e, device=dev) * 0.01 + 0.005  # (E,) per-tensor weight scales
-            w2s = torch.rand(s.e, device=dev) * 0.01 + 0.005
-            a1s = torch.full((1,), 0.02, device=dev)  # static per-tensor activation scales
-            a2s = torch.full((1,), 0.02, device=dev)
-            self.quant_config = fp8_w8a8_moe_quant_config(w1_scale=w1s, w2_scale=w2s, a1_scale=a1s, a2_scale=a2s)
-
-    def inputs(self, m: int, count: int, seed: int = 1) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-        """``count`` (hidden (M,H) bf16, topk_weights (M,k) f32, topk_ids (M,k) int32) uniform routings."""
-        s = self.shape
-        gen = torch.Generator(device=self.device).manual_seed(seed)
-        out = []
-        for _ in range(count):
-            x = torch.randn(m, s.h, device=self.device, dtype=torch.bfloat16, generator=gen)
-            ids = torch.rand(m, s.e, device=self.device, generator=gen).topk(s.topk, dim=1).indices.to(torch.int32)
-            w = torch.rand(m, s.topk, device=self.device, generator=gen)
-            out.append((x, (w / w.sum(dim=1, keepdim=True)).contiguous(), ids.contiguous()))
-        return out
+            self.quant_config = fp8_w8a8_moe_quant_config(
+                w1_scale=sc["w13_scale"], w2_scale=sc["w2_scale"], a1_scale=sc["a13_scale"], a2_scale=sc["a2_scale"]
+            )
 
     def run(self, x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         from vllm.model_executor.layers.fused_moe.activation import MoEActivation
@@ -147,36 +202,16 @@ class GraphTimer:
         self.problem, self.m = problem, m
         self.batch = problem.inputs(m, rotations(problem.shape, m))
 
-    def measure(self, tile: Tile | None, batches: int = 3, target_ms: float = 4.0) -> float:
-        """Median µs per fused_experts call over ``batches`` timed batches of graph replays."""
-        with forced_tile(tile):
-            for x, w, i in self.batch:  # JIT-compile (or load) outside the capture
+    def measure(self, tile: Tile | None, batches: int = 3) -> float:
+        """Median µs per fused_experts call over ``batches`` timed batches of graph replays; the tile is forced
+        while the graph is captured (vLLM picks the config at launch, so the replays keep it)."""
+
+        def run_all() -> None:
+            for x, w, i in self.batch:
                 self.problem.run(x, w, i)
-            torch.cuda.synchronize()
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                for x, w, i in self.batch:
-                    self.problem.run(x, w, i)
-        graph.replay()
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        one = max(start.elapsed_time(end), 1e-3)
-        reps = max(1, min(200, int(target_ms / one)))
-        times = []
-        for _ in range(batches):
-            start.record()
-            for _ in range(reps):
-                graph.replay()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) * 1000.0 / (reps * len(self.batch)))
-        del graph
-        times.sort()
-        return times[len(times) // 2]
+
+        with forced_tile(tile):
+            return graph_us(run_all, calls=len(self.batch), batches=batches)
 
 
 def reference_moe(problem: MoEProblem, x: torch.Tensor, weights: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:

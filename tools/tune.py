@@ -5,7 +5,7 @@
 Flow per shape: for each M (decode sizes first) → pruned candidate tiles around vLLM's incumbent
 (its shipped file entry, else its default heuristic) plus swap-AB tiles → all candidates' kernel
 variants compiled ahead of time in a process pool (kernels/aot.py, no GPU work) → each candidate timed
-once (CUDA-graph replays, tools/moe_harness.py) → the best few and the incumbent re-timed in
+once (CUDA-graph replays, tools/moe_harness.py + tools/measure.py) → the best few and the incumbent re-timed in
 interleaved rounds (run-to-run noise on identical tiles reaches ~8%) → a challenger replaces the
 incumbent only when its median beats it by more than ``--margin``. M values not reached within the
 budget keep the incumbent, so a written file is never worse than what vLLM runs without it.
@@ -38,6 +38,7 @@ from kernels.config_files import (
     write_config_file,
 )
 from kernels.shapes import SHIPPED, KernelShape, shape_by_key
+from tools.measure import gpu_name, versions
 
 M_GRID = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 2048, 4096)
 # Decode sizes first: they are what the tuning is for (the issue's goal is M ≤ 64).
@@ -304,7 +305,7 @@ backend runs). Each file maps batch size M → tile; vLLM uses the entry with th
 not in "tuned M" carry vLLM's own tile for that M (its shipped file's entry, else its default
 heuristic), so a file is never worse than no file. Generated from `provenance.json` by
 `python -m tools.tune --write-readme`; regenerate the files with
-`kernels/device/tune_and_bench.sh tune` on an H200 (see kernels/README.md).
+`benchmarks/device/tune_and_bench.sh tune` on an H200 (see kernels/README.md).
 
 | file | shape | tuned M | best speedup vs vLLM (M) | GPU | vLLM | Triton | date | command |
 |---|---|---|---|---|---|---|---|---|
@@ -327,16 +328,8 @@ def render_readme(prov: Mapping[str, Mapping[str, Any]]) -> str:
 
 
 def _versions() -> dict[str, str]:
-    import torch
-    import triton
-    import vllm
-
-    return {
-        "triton": triton.__version__,
-        "vllm": vllm.__version__,
-        "torch": torch.__version__,
-        "gpu": torch.cuda.get_device_name(),
-    }
+    """What produced a file (its provenance row): the same fields every benchmark row carries."""
+    return {**versions(("triton", "vllm", "torch")), "gpu": gpu_name()}
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -58,11 +58,11 @@ step() {  # step QUEUE NAME MIN_S MAX_S CMD... : run CMD if MIN_S are left, cut 
 queue_a() {
   local q=$1
   # issue 7: make test-gpu (4 block-dynamic misses on 2026-11-30) + their diagnostic, benches, sweep
-  step "$q" own-kernels 240 600 bash kernels/device/kernels_check_and_bench.sh
+  step "$q" own-kernels 240 600 bash benchmarks/device/kernels_check_and_bench.sh
   # issue 6: the control's triton_tuned row did not fit on 2026-11-30
   step "$q" e2e-control 240 420 env BUDGET_S=400 bash benchmarks/device/e2e.sh control
   # shellcheck disable=SC2016  # $OUT is expanded by that inner shell, where step sets it
-  step "$q" engine-start 300 420 bash -c 'python3 -m kernels.bench.engine_start --out-dir "$OUT" \
+  step "$q" engine-start 300 420 bash -c 'python3 -m benchmarks.e2e.engine_start --out-dir "$OUT" \
     --model benchmarks/e2e/models/qwen3-30b-a3b-fp8-static --baked-cache /opt/moe-serving/triton-cache'
   # The LMI middleware on vLLM 0.26 + a GPU, on the tiny MoE made there.
   # shellcheck disable=SC2016  # $OUT is expanded by that inner shell, where step sets it
@@ -73,7 +73,7 @@ queue_a() {
 queue_b() {
   local q=$1
   # issue 4: the 0-JIT check now includes our DeepSeek-V3 TP8 file (tuned after the 2026-11-30 check)
-  step "$q" aotcheck 180 300 bash kernels/device/tune_and_bench.sh aotcheck
+  step "$q" aotcheck 180 300 bash benchmarks/device/tune_and_bench.sh aotcheck
   step "$q" e2e-qwen 300 660 env BUDGET_S=640 bash benchmarks/device/e2e.sh qwen
   step "$q" e2e-nemotron 300 720 env BUDGET_S=700 bash benchmarks/device/e2e.sh nemotron
   step "$q" e2e-mixtral 300 840 env BUDGET_S=820 bash benchmarks/device/e2e.sh mixtral

@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tools import measure
+
 # On timeout the runner sends SIGUSR1 before SIGKILL: every thread's Python stack lands in the log,
 # which says where a start hung (autotuner, graph capture, ...). sitecustomize does the same in vLLM's
 # engine-core subprocess.
@@ -33,17 +35,8 @@ class EventLog:
 
 
 def versions() -> dict[str, str]:
-    import torch
-    import vllm
-
-    found = {"vllm": vllm.__version__, "torch": torch.__version__}
-    for name in ("triton", "flashinfer"):
-        try:
-            found[name] = __import__(name).__version__
-        except Exception:  # not installed: the row says so instead of failing
-            found[name] = "absent"
-    found["gpu"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
-    return found
+    """The row's versions and GPU (tools/measure.py, the fields every benchmark row carries)."""
+    return {**measure.versions(("vllm", "torch", "triton", "flashinfer")), "gpu": measure.gpu_name()}
 
 
 def compilation_config(mode: str, max_conc: int) -> dict[str, Any] | None:

@@ -75,7 +75,7 @@ import json, re
 from triton.runtime.driver import driver
 from ops import fused_moe_fp8_aot as A
 from kernels.aot import Sm90Driver
-from kernels.device.diag_block_dynamic import fp8_accumulation
+from benchmarks.device.diag_block_dynamic import fp8_accumulation
 driver.set_active(Sm90Driver())
 seen = {}
 for precise in (False, True, False):  # back to the default: the switch must not stick
@@ -88,7 +88,7 @@ print(json.dumps(seen))
 
 
 def test_the_block_dynamic_diagnostic_really_switches_fp8_accumulation(tmp_path):
-    """kernels/device/diag_block_dynamic.py compares Triton's default (imprecise) FP8 accumulation on sm_90
+    """benchmarks/device/diag_block_dynamic.py compares Triton's default (imprecise) FP8 accumulation on sm_90
     with precise accumulation: the second compile must differ, and the default must come back after it."""
     seen = _script_json(tmp_path, PRECISE_SCRIPT)
     assert seen["False"] == [[str(2**30)], [str(2**30)]]  # Triton 3.6's sm_90 default, before and after

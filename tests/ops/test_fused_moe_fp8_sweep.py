@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kernels.fused_moe_fp8_sweep import main
+from benchmarks.kernels.fused_moe_fp8_sweep import main
 from kernels.shapes import shape_by_key
 from ops.fused_moe_fp8 import default_config
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime as dt
 import sys
 from pathlib import Path
 
 import torch
 
 from benchmarks.paths import KERNEL_RESULTS
+from tools.measure import graph_us, hbm_read_gbs, run_preamble
 
 COLUMNS = ("config", "T", "us", "gbs", "floor_us", "pct_floor", "compiles", "gpu", "torch", "triton", "timestamp")
 TOKENS = (1, 16, 64, 256, 1024, 4096, 8192)
@@ -31,19 +31,12 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("bench_rope_fp8 needs an NVIDIA GPU", file=sys.stderr)
         return 2
-    import triton
-
-    from kernels.bench.bench_fused_moe import graph_us
-    from kernels.bench.bench_moe_configs import hbm_read_gbs
     from ops.problems import rope_cos_sin_cache
     from ops.rope_fp8 import jit_binaries, rope_fp8, rope_fp8_kernel
 
     bw = hbm_read_gbs()
     dev = torch.cuda.current_device()
-    meta = dict(
-        gpu=torch.cuda.get_device_name(), torch=torch.__version__, triton=triton.__version__,
-        timestamp=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-    )  # fmt: skip
+    meta = run_preamble(("torch", "triton"))
     tmax = max(TOKENS)
     qkv = torch.randn(tmax, (HQ + 2 * HK) * D, device="cuda", dtype=torch.bfloat16)
     pos = torch.randint(0, 8192, (tmax,), device="cuda")

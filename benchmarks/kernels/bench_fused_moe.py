@@ -12,7 +12,7 @@ Per shape and M = 1..256, one CSV row (benchmarks/results/kernels/h200_fused_moe
                when it holds files), empty when vLLM is not importable,
   baseline_us  torch._scaled_grouped_mm (CUTLASS) doing the same expert work (routing sort excluded),
   roofline_us  distinct experts' FP8 weight bytes ÷ HBM read bandwidth measured in this run.
-All timed the same way (tools/moe_harness.py): R calls on R different uniform routings captured in
+All timed the same way (tools/measure.py graph_us): R calls on R different uniform routings captured in
 one CUDA graph, so weights come from HBM (R·touched bytes ≥ 3× L2) and launch gaps are graph-short.
 Same weights for all three (vLLM's problem object). Llama-4 applies the router weight on the input in
 vLLM and on the output here: same bytes and FLOPs.
@@ -23,18 +23,18 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
-import datetime as dt
 import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from benchmarks.paths import KERNEL_RESULTS
+from kernels.config_files import CONFIG_DIR
+from tools import moe_harness
+from tools.measure import graph_us, hbm_read_gbs, run_preamble
 
-CONFIGS_DIR = Path(__file__).resolve().parents[1] / "configs"
 SHAPES = (
     "qwen3-30b-a3b:tp1",
     "deepseek-v3:tp8",
@@ -53,90 +53,16 @@ COLUMNS = (
 
 def setup_vllm() -> Any | None:
     """Point vLLM at our tuned configs (before import) and import it; None when it is not installed."""
-    if any(CONFIGS_DIR.glob("*.json")):
-        os.environ.setdefault("VLLM_TUNED_CONFIG_FOLDER", str(CONFIGS_DIR))
+    if any(CONFIG_DIR.glob("*.json")):
+        os.environ.setdefault("VLLM_TUNED_CONFIG_FOLDER", str(CONFIG_DIR))
     try:
         import vllm
-
-        from tools import moe_harness
 
         moe_harness.vllm_fused_moe()
         return vllm
     except Exception as exc:  # any import failure means "no vLLM here"
         print(f"vLLM not importable ({type(exc).__name__}: {exc}); benchmarking ours vs CUTLASS vs floor only")
         return None
-
-
-@dataclass
-class PlainProblem:
-    """The weights of moe_harness.MoEProblem without vLLM's quant config (when vLLM is absent)."""
-
-    shape: Any
-    device: str = "cuda"
-    w1: torch.Tensor = field(init=False)
-    w2: torch.Tensor = field(init=False)
-
-    def __post_init__(self) -> None:
-        s = self.shape
-        gen = torch.Generator(device="cuda").manual_seed(0)
-        self.w1 = (torch.randn(s.e, s.n1, s.h, device="cuda", generator=gen) * 0.5).to(torch.float8_e4m3fn)
-        self.w2 = (torch.randn(s.e, s.h, s.n, device="cuda", generator=gen) * 0.5).to(torch.float8_e4m3fn)
-
-    def inputs(self, m: int, count: int, seed: int = 1) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-        from tools.moe_harness import MoEProblem
-
-        return MoEProblem.inputs(self, m, count, seed)  # same routing generator, no vLLM needed
-
-
-def our_scales(problem: Any) -> dict[str, Any]:
-    """Scales for our kernel: vLLM's when present (identical problem), else the harness's recipe."""
-    s = problem.shape
-    qc = getattr(problem, "quant_config", None)
-    if qc is not None:
-        kw = dict(w13_scale=qc.w1_scale.float(), w2_scale=qc.w2_scale.float())
-        if s.block_shape:
-            return {**kw, "block_shape": list(s.block_shape)}
-        return {**kw, "a13_scale": qc.a1_scale.float().reshape(1), "a2_scale": qc.a2_scale.float().reshape(1)}
-    dev = "cuda"
-    if s.block_shape:
-        return dict(
-            w13_scale=torch.rand(s.e, s.n1 // 128, s.h // 128, device=dev) * 0.01 + 0.005,
-            w2_scale=torch.rand(s.e, s.h // 128, s.n // 128, device=dev) * 0.01 + 0.005,
-            block_shape=[128, 128],
-        )
-    return dict(
-        w13_scale=torch.rand(s.e, device=dev) * 0.01 + 0.005,
-        w2_scale=torch.rand(s.e, device=dev) * 0.01 + 0.005,
-        a13_scale=torch.full((1,), 0.02, device=dev),
-        a2_scale=torch.full((1,), 0.02, device=dev),
-    )
-
-
-def graph_us(run_all, reps_target_ms: float = 4.0, batches: int = 5, calls: int = 1) -> float:
-    """Median µs per call: `run_all()` (issuing `calls` calls) captured in a CUDA graph, replayed."""
-    run_all()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        run_all()
-    g.replay()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    g.replay()
-    end.record()
-    end.synchronize()
-    reps = max(1, min(200, int(reps_target_ms / max(start.elapsed_time(end), 1e-3))))
-    times = []
-    for _ in range(batches):
-        start.record()
-        for _ in range(reps):
-            g.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / (reps * calls))
-    del g
-    return sorted(times)[len(times) // 2]
 
 
 def sweep_configs(m: int, s: Any) -> list[Any]:
@@ -148,15 +74,14 @@ def sweep_configs(m: int, s: Any) -> list[Any]:
 
 
 def bench_shape(key: str, ms: tuple[int, ...], bw: float, have_vllm: bool, sweep_max_m: int) -> list[dict]:
-    from kernels.bench.bench_moe_configs import GroupedMMBaseline, distinct_experts
+    from benchmarks.kernels.bench_moe_configs import GroupedMMBaseline
     from kernels.shapes import shape_by_key
     from ops.fused_moe_fp8 import default_config, fused_moe_fp8
     from ops.reference import rel_err
-    from tools import moe_harness
 
     s = shape_by_key(key)
-    problem = moe_harness.MoEProblem(s) if have_vllm else PlainProblem(s)
-    scales = our_scales(problem)
+    problem = moe_harness.MoEProblem(s) if have_vllm else moe_harness.PlainMoEProblem(s)
+    scales = problem.scales
     act = "silu" if s.model.gated else "relu2"
     rows = []
     for m in ms:
@@ -214,9 +139,8 @@ def bench_shape(key: str, ms: tuple[int, ...], bw: float, have_vllm: bool, sweep
             row["baseline_us"] = GroupedMMBaseline(problem, batch).measure()
         except Exception as exc:
             print(f"[{key} M={m}] scaled_grouped_mm failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-        d = distinct_experts(batch)
-        row["distinct_experts"] = round(d, 2)
-        row["roofline_us"] = d * s.weight_bytes_per_expert() / (bw * 1e9) * 1e6
+        row["distinct_experts"] = round(moe_harness.distinct_experts(batch), 2)
+        row["roofline_us"] = moe_harness.hbm_floor_us(s, batch, bw)
         for col in ("ours", "vllm"):
             if row.get(f"{col}_us"):
                 row[f"pct_floor_{col}"] = round(100 * row["roofline_us"] / row[f"{col}_us"], 1)
@@ -298,21 +222,10 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("bench_fused_moe needs an NVIDIA GPU", file=sys.stderr)
         return 2
-    import triton
-
-    from kernels.bench.bench_moe_configs import hbm_read_gbs
-
     vllm = setup_vllm()
     bw = hbm_read_gbs()
     print(f"HBM read bandwidth {bw:.0f} GB/s", flush=True)
-    meta = dict(
-        gpu=torch.cuda.get_device_name(),
-        torch=torch.__version__,
-        triton=triton.__version__,
-        vllm=getattr(vllm, "__version__", "absent"),
-        timestamp=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        hbm_read_gbs=round(bw, 1),
-    )
+    meta = {**run_preamble(), "hbm_read_gbs": round(bw, 1)}
     rows: list[dict] = []
     args.out.mkdir(parents=True, exist_ok=True)
     for key in args.shapes.split(","):

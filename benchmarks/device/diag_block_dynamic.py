@@ -2,7 +2,7 @@
 
 Answered 2026-11-30 (ops/fp8_quant.py; logs in benchmarks/results/kernels/logs/2026-11-30b/): Triton's approximate
 fp32 division on the GPU. Kept to re-check after kernel changes
-(`DIAG=1 bash kernels/device/kernels_check_and_bench.sh`).
+(`DIAG=1 bash benchmarks/device/kernels_check_and_bench.sh`).
 A run of the same GPU-generated problem under Triton 3.6's CPU interpreter was tried and dropped: that interpreter
 fails on our kernels (`range(0, n_rows, BLOCK_M)`: "only 0-dimensional arrays can be converted"); 3.9's runs them.
 
@@ -18,7 +18,7 @@ the suspects, on the GPU, against the same float64 reference:
 - top-k 8 vs 1 (the slot reduction out of the picture);
 - and what precise accumulation costs: µs per call, default vs precise, weights from HBM.
 
-    PYTHONPATH=$PWD python3 -m kernels.device.diag_block_dynamic [--out DIR]     (~2 min on an H200)
+    PYTHONPATH=$PWD python3 -m benchmarks.device.diag_block_dynamic [--out DIR]     (~2 min on an H200)
 """
 
 from __future__ import annotations
@@ -99,14 +99,14 @@ def measure(
 
 def time_us(key: str, m: int, precise: bool) -> float:
     """µs per call of our kernel (default config) for shape `key`, weights from HBM (bench_fused_moe's timing)."""
-    from kernels.bench.bench_fused_moe import PlainProblem, graph_us, our_scales
     from kernels.shapes import shape_by_key
     from ops.fused_moe_fp8 import fused_moe_fp8
-    from tools.moe_harness import rotations
+    from tools.measure import graph_us
+    from tools.moe_harness import PlainMoEProblem, rotations
 
     s = shape_by_key(key)
-    problem = PlainProblem(s)
-    scales = our_scales(problem)
+    problem = PlainMoEProblem(s)
+    scales = problem.scales
     batch = problem.inputs(m, rotations(s, m))
     act = "silu" if s.model.gated else "relu2"
 
@@ -119,7 +119,7 @@ def time_us(key: str, m: int, precise: bool) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m kernels.device.diag_block_dynamic")
+    p = argparse.ArgumentParser(prog="python -m benchmarks.device.diag_block_dynamic")
     p.add_argument("--out", type=Path, default=None, help="also write diag_block_dynamic.json there")
     p.add_argument("--timings", action="store_true", help="also time default vs precise accumulation (v1)")
     ns = p.parse_args(argv)

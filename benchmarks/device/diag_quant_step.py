@@ -6,7 +6,7 @@ runs exactly that step — load a (16, 128) tile of x (bf16 or fp32), amax/448 p
 fp8, transpose, dot with a (64, 128) fp8 weight tile — and writes the scales, the fp8 codes and the dot, so each
 can be compared bit for bit (codes) or against an exact float64 product (dot).
 
-    PYTHONPATH=$PWD python3 -m kernels.device.diag_quant_step
+    PYTHONPATH=$PWD python3 -m benchmarks.device.diag_quant_step
 """
 
 from __future__ import annotations

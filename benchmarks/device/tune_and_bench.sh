@@ -3,12 +3,12 @@
 # the ahead-of-time Triton cache. Run from the repository root with vLLM 0.26 importable
 # (offline bundle at PYTHONPATH=/root/site), torch 2.11 + Triton 3.6 from the host image.
 #
-#   kernels/device/tune_and_bench.sh PHASE [PHASE...]     PHASE ∈ tune | bench | aotcheck
+#   benchmarks/device/tune_and_bench.sh PHASE [PHASE...]     PHASE ∈ tune | bench | aotcheck
 #
 #   tune      tools.tune for the shipped shapes in priority order within TUNE_BUDGET_S (default 420 s;
 #             whole phase ≈ budget + 60 s); tuned files → $OUT/configs.tar.gz (unpack into kernels/).
 #   bench     numerics of every tuned file (tuned tile vs vLLM default tile vs fp32 reference), then
-#             kernels.bench.bench_moe_configs (≈ 2–3 min for all shapes) → CSV, PNG, markdown.
+#             benchmarks.kernels.bench_moe_configs (≈ 2–3 min for all shapes) → CSV, PNG, markdown.
 #   aotcheck  bake the Triton cache with the GPU hidden (CUDA_VISIBLE_DEVICES=""), then run vLLM's kernel
 #             for every baked case and count JIT compilations: must be 0 with the baked cache (and > 0
 #             against an empty cache — the control that the counter can fire). ≈ 3 min.
@@ -58,9 +58,9 @@ phase_tune() {
 phase_bench() {
   log "bench: numerics then timings"
   local t0=$SECONDS rc=0 rc2=0
-  $PY -m kernels.bench.bench_moe_configs --check-only --shapes "$SHAPES" >>"$LOG" 2>&1 || rc=$?
+  $PY -m benchmarks.kernels.bench_moe_configs --check-only --shapes "$SHAPES" >>"$LOG" 2>&1 || rc=$?
   grep -E "^(check|NUMERICS)" "$LOG" || true
-  $PY -m kernels.bench.bench_moe_configs --shapes "$SHAPES" --out-dir "$OUT" >>"$LOG" 2>&1 || rc2=$?
+  $PY -m benchmarks.kernels.bench_moe_configs --shapes "$SHAPES" --out-dir "$OUT" >>"$LOG" 2>&1 || rc2=$?
   local rows=0
   [ -f "$OUT/h200_moe_configs.csv" ] && rows=$(($(wc -l < "$OUT/h200_moe_configs.csv") - 1))
   SUMMARY+=("bench     $((SECONDS - t0)) s, numerics rc=$rc (want 0), bench rc=$rc2, $rows rows")

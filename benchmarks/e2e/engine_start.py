@@ -9,7 +9,7 @@ torch.compile, full CUDA graphs for decode batches 1..64):
 Each run reports its engine start (LLM() construction), the first request's TTFT (512 tokens in,
 1 out), and how many Triton kernels it compiled (new entries in its writable Triton cache).
 
-    python -m kernels.bench.engine_start --model benchmarks/e2e/models/qwen3-30b-a3b-fp8-static \
+    python -m benchmarks.e2e.engine_start --model benchmarks/e2e/models/qwen3-30b-a3b-fp8-static \
         --baked-cache /opt/moe-serving/triton-cache --out-dir $OUT
 """
 
@@ -28,6 +28,7 @@ from pathlib import Path
 
 from benchmarks.e2e.runner import PREWARM_FLASHINFER
 from benchmarks.sigterm import exit_on_sigterm
+from kernels.config_files import CONFIG_DIR
 from kernels.triton_cache import TRITON_CACHE_MANAGER
 
 REPO = Path(__file__).resolve().parents[2]
@@ -127,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", type=Path, required=True)
     parser.add_argument("--baked-cache", type=Path, default=Path("/opt/moe-serving/triton-cache"))
-    parser.add_argument("--config-dir", type=Path, default=REPO / "kernels" / "configs")
+    parser.add_argument("--config-dir", type=Path, default=CONFIG_DIR)
     parser.add_argument("--out-dir", type=Path, default=Path("out"))
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/engine-start"))
     parser.add_argument("--states", default="empty,baked,warm")

@@ -1,9 +1,9 @@
 """Time our fused MoE over `candidate_configs` per (shape, M) on the GPU; pick the best; compare to vLLM.
 
-    python -m kernels.fused_moe_fp8_sweep --shapes qwen3-30b-a3b:tp1,deepseek-v3:tp8,llama-4-maverick:tp8 \
+    python -m benchmarks.kernels.fused_moe_fp8_sweep --shapes qwen3-30b-a3b:tp1,deepseek-v3:tp8,llama-4-maverick:tp8 \
         --ms 1,2,4,8 --out "$OUT" --budget-s 480
 
-Same timing as kernels/bench/bench_fused_moe.py (its `graph_us`): R calls on R different uniform
+Same timing as benchmarks/kernels/bench_fused_moe.py (tools/measure.py `graph_us`): R calls on R different uniform
 routings captured in one CUDA graph, R chosen so the touched weights are ≥ 3× L2 per replay (weights
 stream from HBM, the "L2 flush"), median µs per call. Every candidate is first checked against the
 float64 reference (ops/reference.py) on one routing: a config that is fast but wrong is reported
@@ -25,6 +25,9 @@ from typing import Any
 
 import torch
 
+from tools import moe_harness
+from tools.measure import graph_us, hbm_read_gbs
+
 COLUMNS = (
     "shape", "M", "config", "is_default", "us", "vllm_us", "floor_us", "pct_floor", "speedup_vs_vllm",
     "rel_err_vs_ref", "ok", "error",
@@ -43,16 +46,13 @@ def _reference_err(problem: Any, batch: list, scales: dict, act: str, cfg: Any, 
 
 
 def sweep_shape(key: str, ms: list[int], bw: float, have_vllm: bool, deadline: float, rows: list[dict]) -> dict:
-    from kernels.bench.bench_fused_moe import PlainProblem, graph_us, our_scales
-    from kernels.bench.bench_moe_configs import distinct_experts
     from kernels.shapes import shape_by_key
     from ops.fused_moe_fp8 import candidate_configs, fused_moe_fp8
     from ops.reference import fused_moe_reference
-    from tools import moe_harness
 
     s = shape_by_key(key)
-    problem = moe_harness.MoEProblem(s) if have_vllm else PlainProblem(s)
-    scales = our_scales(problem)
+    problem = moe_harness.MoEProblem(s) if have_vllm else moe_harness.PlainMoEProblem(s)
+    scales = problem.scales
     act = "silu" if s.model.gated else "relu2"
     block_k = s.block_shape[1] if s.block_shape else 128
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -62,7 +62,7 @@ def sweep_shape(key: str, ms: list[int], bw: float, have_vllm: bool, deadline: f
             print(f"[{key} M={m}] budget spent, stopping", flush=True)
             break
         batch = problem.inputs(m, moe_harness.rotations(s, m))
-        floor = distinct_experts(batch) * s.weight_bytes_per_expert() / (bw * 1e9) * 1e6
+        floor = moe_harness.hbm_floor_us(s, batch, bw)
         vllm_us = float("nan")
         if have_vllm:
             try:
@@ -157,8 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         print("fused_moe_fp8_sweep needs an NVIDIA GPU", file=sys.stderr)
         return 2
     deadline = time.monotonic() + args.budget_s
-    from kernels.bench.bench_fused_moe import setup_vllm
-    from kernels.bench.bench_moe_configs import hbm_read_gbs
+    from benchmarks.kernels.bench_fused_moe import setup_vllm
 
     have_vllm = setup_vllm() is not None
     bw = hbm_read_gbs()

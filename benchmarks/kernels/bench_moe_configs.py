@@ -1,7 +1,8 @@
 """Kernel-level evidence for the tuned configs (``make bench-kernels``, on an H200).
 
 Per shipped shape and M ≤ 256, one CSV row with the per-call time of vLLM's ``fused_experts``
-(tools/moe_harness.py: CUDA-graph replays over rotating uniform routings, L2-cold weights) with
+(tools/moe_harness.py, timed by tools/measure.py: CUDA-graph replays over rotating uniform routings, L2-cold
+weights) with
   tuned_us    our tile (kernels/configs, looked up like vLLM does),
   default_us  what vLLM runs without our file (its shipped file's tile, else its default heuristic),
   baseline_us ``torch._scaled_grouped_mm`` (CUTLASS grouped GEMM, rowwise FP8) doing the same expert work:
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import datetime as dt
 import math
 import os
 import sys
@@ -26,9 +26,11 @@ import torch
 
 from benchmarks.paths import KERNEL_RESULTS
 from kernels.aot import config_source
-from kernels.config_files import lookup, read_config_file
+from kernels.config_files import CONFIG_DIR, lookup, read_config_file
 from kernels.shapes import SHIPPED, KernelShape, shape_by_key
 from ops.reference import rel_err
+from tools import moe_harness
+from tools.measure import graph_us, hbm_read_gbs, run_preamble
 from tools.tune import tile_id
 
 BENCH_M = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256)
@@ -37,26 +39,6 @@ COLUMNS = (
     "pct_floor_default", "tuned_tile", "default_tile", "distinct_experts", "hbm_read_gbs", "gpu", "vllm",
     "triton", "torch", "timestamp",
 )  # fmt: skip
-
-
-def hbm_read_gbs(gib: int = 4) -> float:
-    """Read bandwidth: a max-reduction over a ``gib`` GiB bf16 buffer (reads dominate), median of 10."""
-    buf = torch.randn(gib * (1 << 29), device="cuda", dtype=torch.bfloat16)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(12):
-        start.record()
-        buf.max()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    del buf
-    times = sorted(times[2:])
-    return gib * (1 << 30) / times[len(times) // 2] / 1e9
-
-
-def distinct_experts(batch: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> float:
-    return sum(int(ids.unique().numel()) for _, _, ids in batch) / len(batch)
 
 
 class GroupedMMBaseline:
@@ -91,27 +73,11 @@ class GroupedMMBaseline:
             torch._scaled_grouped_mm(aq, self.w2t, sx, self.sw2, offs=offs, out_dtype=torch.bfloat16)
 
     def measure(self) -> float:
-        self.run()
-        torch.cuda.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            self.run()
-        g.replay()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        times = []
-        for _ in range(5):
-            start.record()
-            for _ in range(10):
-                g.replay()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) * 1e3 / (10 * len(self.items)))
-        return sorted(times)[2]
+        """Median µs per routing (both GEMMs, the activation and its FP8 cast), CUDA-graph timed."""
+        return graph_us(self.run, calls=len(self.items))
 
 
 def bench_shape(shape: KernelShape, table: dict, ms: list[int], bw_gbs: float, rounds: int = 3) -> list[dict]:
-    from tools import moe_harness
-
     shipped = moe_harness.vllm_shipped_table(shape)
     problem = moe_harness.MoEProblem(shape)
     rows = []
@@ -128,8 +94,8 @@ def bench_shape(shape: KernelShape, table: dict, ms: list[int], bw_gbs: float, r
         except Exception as exc:  # keep the row; the baseline's API/limits are torch's, not ours
             print(f"{shape.key} M={m}: grouped-mm baseline failed: {type(exc).__name__}: {exc}", file=sys.stderr)
             base_us = math.nan
-        experts = distinct_experts(timer.batch)
-        floor_us = experts * shape.weight_bytes_per_expert() / (bw_gbs * 1e3)
+        experts = moe_harness.distinct_experts(timer.batch)
+        floor_us = moe_harness.hbm_floor_us(shape, timer.batch, bw_gbs)
         rows.append(
             {
                 "shape": shape.key,
@@ -158,8 +124,6 @@ def bench_shape(shape: KernelShape, table: dict, ms: list[int], bw_gbs: float, r
 
 def check_numerics(shape: KernelShape, table: dict, ms: tuple[int, ...] = (1, 64)) -> list[str]:
     """Tuned tile vs vLLM's default tile vs float32 reference; returns failure messages (empty = pass)."""
-    from tools import moe_harness
-
     problem = moe_harness.MoEProblem(shape)
     shipped = moe_harness.vllm_shipped_table(shape)
     failures = []
@@ -246,16 +210,14 @@ def plot(rows: list[dict], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m kernels.bench.bench_moe_configs", description=__doc__.splitlines()[0])
-    p.add_argument("--config-dir", type=Path, default=Path(__file__).resolve().parents[1] / "configs")
+    prog = "python -m benchmarks.kernels.bench_moe_configs"
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    p.add_argument("--config-dir", type=Path, default=CONFIG_DIR)
     p.add_argument("--shapes", default="", help="comma-separated shape keys (default: every shipped file)")
     p.add_argument("--m", default=",".join(map(str, BENCH_M)))
     p.add_argument("--out-dir", type=Path, default=KERNEL_RESULTS)
     p.add_argument("--check-only", action="store_true", help="numerics of the tuned tiles only, no timing")
     args = p.parse_args(argv)
-    import triton
-    import vllm
-
     wanted = [shape_by_key(s) for s in args.shapes.split(",") if s] or list(SHIPPED)
     todo = []
     for s in wanted:
@@ -270,14 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         print("NUMERICS " + ("FAIL: " + "; ".join(fails) if fails else "PASS"))
         return 1 if fails else 0
     bw = hbm_read_gbs()
-    meta = {
-        "hbm_read_gbs": round(bw, 1),
-        "gpu": torch.cuda.get_device_name(),
-        "vllm": vllm.__version__,
-        "triton": triton.__version__,
-        "torch": torch.__version__,
-        "timestamp": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
+    meta = {"hbm_read_gbs": round(bw, 1), **run_preamble()}
     ms = [int(x) for x in args.m.split(",") if x]
     rows = [r for s, t in todo for r in bench_shape(s, t, ms, bw)]
     write_outputs(rows, args.out_dir, meta)
