@@ -25,8 +25,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e import server as e2e_server
-from tests.e2e.server import CPU_ENV, REPO, Server, free_port
+from tools import local_server
+from tools.local_server import CPU_ENV, REPO, Server, free_port
 
 SAGEMAKER_STOP_GRACE_S = 30.0
 
@@ -123,7 +123,7 @@ def _group_alive(pid: int) -> bool:
 def test_a_server_that_never_answers_ping_is_stopped_before_the_error(
     tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(e2e_server, "START_DEADLINE_S", 1.0)  # vLLM cannot even be imported in 1 s
+    monkeypatch.setattr(local_server, "START_DEADLINE_S", 1.0)  # vLLM cannot even be imported in 1 s
     server = Server(["serve", "--model", str(tiny_model), "--host", "127.0.0.1"], tmp_path / "slow.log")
     with pytest.raises(AssertionError, match="no /ping 200 within 1 s"):
         server.start()
@@ -136,7 +136,7 @@ def test_a_server_that_never_answers_ping_is_stopped_before_the_error(
 def test_servers_nobody_stopped_are_stopped_when_python_exits(tiny_model: Path, tmp_path: Path) -> None:
     # What a test that dies before its teardown leaves: a launched server, then the interpreter exits.
     script = (
-        "import sys; from pathlib import Path; from tests.e2e.server import Server; "
+        "import sys; from pathlib import Path; from tools.local_server import Server; "
         "s = Server(['serve', '--model', sys.argv[1]], Path(sys.argv[2])).launch(); print(s.proc.pid)"
     )
     argv = [sys.executable, "-c", script, str(tiny_model), str(tmp_path / "orphan.log")]

@@ -1,4 +1,9 @@
-"""Start and stop the real serving path (`python -m entrypoint ...` → vLLM CPU engine) for tests."""
+"""Start and stop the real serving path (`python -m entrypoint ...` → vLLM CPU engine) on this machine.
+
+Shared by the end-to-end tests (tests/e2e), the container tests (tests/image: ``free_port``,
+``engine_core_children``) and the middleware benchmark (benchmarks/serving/bench_middleware.py), so all of them
+start, wait for and stop a server the same way. Not shipped: the image starts its server with its ENTRYPOINT.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ import httpx
 
 from entrypoint.run_local import CPU_ENV_DEFAULTS
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 # A 2-core machine shared with other jobs: vLLM's start is 12-35 s here, give it room.
 START_DEADLINE_S = float(os.environ.get("E2E_START_DEADLINE_S", "240"))
 # The CPU engine's settings `make run` uses, set here whatever the caller's environment says.
@@ -30,6 +35,23 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def engine_core_children(pid: int) -> list[int]:
+    """PIDs of vLLM EngineCore processes among ``pid``'s children (their title is VLLM::EngineCore; the kernel
+    keeps 15 characters of it in /proc/PID/comm). A child that exits while it is read is left out."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return []
+    pids = []
+    for child in map(int, children):
+        try:
+            if "EngineCor" in Path(f"/proc/{child}/comm").read_text():
+                pids.append(child)
+        except OSError:
+            continue
+    return pids
 
 
 @dataclass
@@ -102,20 +124,9 @@ class Server:
         return "\n".join(text.splitlines()[-lines:])
 
     def engine_pids(self) -> list[int]:
-        """PIDs of the server's vLLM EngineCore children (their title is VLLM::EngineCore)."""
+        """PIDs of the server's vLLM EngineCore children."""
         assert self.proc is not None
-        try:
-            raw = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text()
-        except OSError:
-            return []
-        pids = []
-        for pid in map(int, raw.split()):
-            try:
-                if "EngineCor" in Path(f"/proc/{pid}/comm").read_text():
-                    pids.append(pid)
-            except OSError:
-                continue
-        return pids
+        return engine_core_children(self.proc.pid)
 
     def stop(self) -> int | None:
         """SIGTERM, then SIGKILL to the whole group after 30 s; the exit status. Calling it again is harmless."""
