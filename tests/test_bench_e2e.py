@@ -96,6 +96,21 @@ def test_bundled_configs_have_the_real_moe_shapes(
     assert spec.num_layers(config) == layers
 
 
+def test_the_tuned_file_prefix_follows_the_engines_split() -> None:
+    """vLLM names the file by the per-GPU (E, N): kernels.shapes.moe_partition, as the resolver computes it."""
+    config = spec.load_config(spec.resolve_model_dir("qwen3-30b-a3b-fp8-static"))
+    assert spec.moe_shape(config).config_file_prefix() == "E=128,N=768,"
+    assert spec.moe_shape(config, tp=2).config_file_prefix() == "E=128,N=384,"
+    assert spec.moe_shape(config, tp=8, expert_parallel=True).config_file_prefix() == "E=16,N=768,"
+
+
+def test_the_run_reads_the_split_from_its_engine_arguments(tmp_path: Path) -> None:
+    argv = ["--models", "qwen3-30b-a3b-fp8-static", "--backends", "triton_tuned", "--work-dir", str(tmp_path)]
+    args = cli.parse_run_args([*argv, "--engine-arg", "tensor_parallel_size=2"])
+    (job,) = cli.plan_jobs(args, None)
+    assert job.shape.partition == (128, 384)
+
+
 def test_static_models_declare_per_tensor_static_fp8() -> None:
     for name in ("qwen3-30b-a3b-fp8-static", "mixtral-8x7b-fp8-static"):
         quant = spec.load_config(spec.resolve_model_dir(name))["quantization_config"]

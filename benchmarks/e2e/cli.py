@@ -173,7 +173,9 @@ def plan_jobs(args: RunArgs, plan_provider: be.PlanProvider | None) -> list[Plan
     for name in args.models:
         model_dir = spec.resolve_model_dir(name)
         config = spec.load_config(model_dir)
-        shape = spec.moe_shape(config)
+        split = args.engine_args  # the engine's own split decides which tuned file vLLM looks up
+        tp, expert_parallel = int(split.get("tensor_parallel_size", 1)), bool(split.get("enable_expert_parallel"))
+        shape = spec.moe_shape(config, tp, expert_parallel)
         label = spec.model_label(model_dir)
         for setup in be.engine_setups(args.backends, model_dir, shape, plan_provider):
             est = 0.0
