@@ -35,7 +35,8 @@ help:
 $(VENV)/.stamp: pyproject.toml scripts/setup_venv.sh docker/install_vllm_cpu.sh docker/cpu_versions.sh
 	bash scripts/setup_venv.sh
 
-# Triton 3.6.0 + vLLM 0.26's fused_moe.py under build/, for the no-GPU AOT compile test (tests/test_aot.py).
+# Triton 3.6.0 + vLLM 0.26's fused_moe.py under build/, for the no-GPU compile tests (tests/triton36.py:
+# tests/kernels/test_aot.py, tests/ops/test_fused_moe_fp8_{aot,ptx}.py).
 build/triton-3.6.0/.stamp build/vllm-0.26.0/fused_moe.py: scripts/setup_aot_env.sh | $(VENV)/.stamp
 	PY=$(PY) bash scripts/setup_aot_env.sh
 

@@ -223,7 +223,7 @@ def spec_key(shape: KernelShape, m: int, tile: Tile) -> tuple[Any, ...]:
     path (tensor vs None ``sorted_token_ids``, a constexpr), and the Triton int classes of EM and
     num_valid_tokens (a.size(0)·top_k). N, K, strides and scale strides are fixed per shape. GEMM1 of
     both paths has the same A rows and top_k, so one (naive, EM, valid) triple per GEMM suffices.
-    Equal keys ⇒ equal variant keys (tests/test_aot.py checks that against the real launches).
+    Equal keys ⇒ equal variant keys (tests/kernels/test_aot.py checks that against the real launches).
     """
     bm = int(tile["BLOCK_SIZE_M"])
     key: list[Any] = [tuple((k, int(tile[k])) for k in TILE_KEYS)]

@@ -20,7 +20,7 @@
 # env: RUN_DIR (default /root/h200-session), DEADLINE_S (1500; set it to the device budget left at `start` minus
 #      ~120 s), FORCE=1 (restart a run in progress), VLLM_SITE (/root/site), WORKERS (compile
 #      processes per queue; default a quarter of the cores so the e2e queue keeps its CPU), DRY_RUN=1 (print
-#      and time the steps with `sleep 1` instead of running them: tests/test_h200_session.py), GPUS (how many
+#      and time the steps with `sleep 1` instead of running them: tests/benchmarks/test_h200_session.py), GPUS (how many
 #      GPUs to use; default: what nvidia-smi lists).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")/../.." && pwd)

