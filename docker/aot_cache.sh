@@ -22,7 +22,7 @@ read -r -a extra <<<"${AOT_ARGS:-}"
 
 mkdir -p "$CACHE"
 # Under Triton's interpreter nothing is compiled, so a bake would silently produce an empty cache
-# (seen in `make test`: tests/kernels/conftest.py sets TRITON_INTERPRET=1 for the whole session).
+# (seen in `make test`: tests/ops/conftest.py sets TRITON_INTERPRET=1 for the whole session).
 unset TRITON_INTERPRET
 case "$MODE" in
 compile)
@@ -52,5 +52,5 @@ flavour-cpu) ;; # said above
     ;;
 esac
 # Read-only at run time, for any user (`docker run --user ...`): the image points TRITON_CACHE_DIR at /tmp and
-# kernels.aot:BakedFirstCacheManager reads this baked cache first, so new compiles land under /tmp.
+# kernels.triton_cache:BakedFirstCacheManager reads this baked cache first, so new compiles land under /tmp.
 chmod -R a+rX,go-w "$CACHE"

@@ -21,8 +21,8 @@ attributes come out of Triton's own binder. What must match the GPU host is only
   with meta tensors (data_ptr 0 → 16-byte aligned, as every real allocation is);
 - the cache path: Triton's group index (``__grp__*.json``) stores ABSOLUTE child paths, so bake into
   the directory the image will use (e.g. ``/opt/triton-cache``), never copy a cache to another path.
-The GPU check (``python -m kernels.aot check``) counts new cache entries while vLLM's kernel runs
-for every baked case and fails on any.
+The GPU check (``python -m tools.aot_check``, not shipped) counts JIT compilations while vLLM's kernel
+runs every baked case and fails on any.
 """
 
 from __future__ import annotations
@@ -42,8 +42,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernels.config_files import TILE_KEYS, Tile, config_file_name, lookup, read_config_file, swap_ab_engaged
+from kernels.config_files import (
+    CONFIG_DIR,
+    TILE_KEYS,
+    Tile,
+    config_file_name,
+    lookup,
+    read_config_file,
+    swap_ab_engaged,
+)
 from kernels.shapes import SHIPPED, KernelShape, shape_by_key
+from kernels.triton_cache import cache_entries
 
 KERNEL_NAMES = ("write_zeros_to_output", "fused_moe_kernel")
 KERNEL_MODULE = "vllm.model_executor.layers.fused_moe.fused_moe"
@@ -214,7 +223,7 @@ def spec_key(shape: KernelShape, m: int, tile: Tile) -> tuple[Any, ...]:
     path (tensor vs None ``sorted_token_ids``, a constexpr), and the Triton int classes of EM and
     num_valid_tokens (a.size(0)·top_k). N, K, strides and scale strides are fixed per shape. GEMM1 of
     both paths has the same A rows and top_k, so one (naive, EM, valid) triple per GEMM suffices.
-    Equal keys ⇒ equal variant keys (tests/test_aot.py checks that against the real launches).
+    Equal keys ⇒ equal variant keys (tests/kernels/test_aot.py checks that against the real launches).
     """
     bm = int(tile["BLOCK_SIZE_M"])
     key: list[Any] = [tuple((k, int(tile[k])) for k in TILE_KEYS)]
@@ -361,85 +370,6 @@ def cases_from_configs(
     return out
 
 
-class CompileCounter:
-    """Counts Triton compilations (cache misses) and cache loads in this process, per kernel name.
-
-    Uses Triton's ``knobs.compilation.listener``, which ``compile()`` calls with ``cache_hit`` on both
-    outcomes. In-memory hits of an already loaded kernel do not reach ``compile()`` and are not counted.
-    """
-
-    def __init__(self) -> None:
-        self.misses: dict[str, int] = {}
-        self.hits: dict[str, int] = {}
-        self._old: Any = None
-
-    def __call__(self, *, src: Any, metadata: Any, metadata_group: Any, times: Any, cache_hit: bool) -> None:
-        name = getattr(src, "name", "?")
-        book = self.hits if cache_hit else self.misses
-        book[name] = book.get(name, 0) + 1
-
-    def __enter__(self) -> CompileCounter:
-        from triton import knobs
-
-        self._old = knobs.compilation.listener
-        knobs.compilation.listener = self
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        from triton import knobs
-
-        knobs.compilation.listener = self._old
-
-
-BAKED_ENV = "MOE_BAKED_TRITON_CACHE"
-
-
-def _file_cache_manager() -> type:
-    from triton.runtime.cache import FileCacheManager
-
-    return FileCacheManager
-
-
-class BakedFirstCacheManager(_file_cache_manager() if importlib.util.find_spec("triton") else object):  # type: ignore[misc]
-    """Triton cache manager: look in the baked, read-only cache first, then the writable one.
-
-    Use with ``TRITON_CACHE_MANAGER=kernels.aot:BakedFirstCacheManager`` and
-    ``MOE_BAKED_TRITON_CACHE=/opt/moe-serving/triton-cache``. Needed because vLLM, when torch.compile
-    is on, points ``TRITON_CACHE_DIR`` at its own compile-cache folder before the MoE kernels are first
-    launched (vllm/compilation/compiler_interface.py, ``initialize_cache``); a plain baked
-    TRITON_CACHE_DIR would then never be read. New compiles still go to the current TRITON_CACHE_DIR.
-    """
-
-    def __init__(self, key: str, override: bool = False, dump: bool = False) -> None:
-        super().__init__(key, override=override, dump=dump)
-        root = os.environ.get(BAKED_ENV)
-        self.baked_dir = os.path.join(root, key) if root and not (override or dump) else None
-
-    def get_file(self, filename: str) -> str | None:
-        if self.baked_dir:
-            path = os.path.join(self.baked_dir, filename)
-            if os.path.exists(path):
-                return path
-        return super().get_file(filename)
-
-    def get_group(self, filename: str) -> dict[str, str] | None:
-        if self.baked_dir:
-            grp = os.path.join(self.baked_dir, f"__grp__{filename}")
-            if os.path.exists(grp):
-                with open(grp) as f:
-                    children = json.load(f).get("child_paths") or {}
-                if children and all(os.path.exists(p) for p in children.values()):
-                    return dict(children)
-        return super().get_group(filename)
-
-
-def cache_entries(cache_dir: Path) -> set[str]:
-    """Compiled kernels in a Triton cache: one directory per cache key holding a ``*.json`` metadata file."""
-    if not cache_dir.is_dir():
-        return set()
-    return {d.name for d in cache_dir.iterdir() if d.is_dir() and any(d.glob("fused_moe_kernel.json"))}
-
-
 MAX_TOKENS_HELP = (
     "also bake one batch size per kernel specialization any batch of 1..N tokens reaches (prefill, "
     "profile run); N >= the engine's max_num_batched_tokens; 0 = --batch-sizes only"
@@ -456,97 +386,49 @@ def _max_tokens(text: str) -> int:
     return value
 
 
+def add_case_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that pick the cache and the (shape, M, tile) cases: shared by ``bake`` and the GPU check that
+    runs the baked cases (tools/aot_check.py), so both enumerate the same cases."""
+    parser.add_argument("--cache-dir", type=Path, required=True, help="TRITON_CACHE_DIR; bake at the final path")
+    parser.add_argument("--config-dir", type=Path, default=CONFIG_DIR)
+    parser.add_argument("--batch-sizes", default=",".join(map(str, DECODE_GRAPH_SIZES)))
+    parser.add_argument("--max-tokens", type=_max_tokens, default=DEFAULT_MAX_TOKENS, help=MAX_TOKENS_HELP)
+    parser.add_argument("--shapes", default="", help="comma-separated shape keys (default: all shipped)")
+
+
+def selected_shapes(args: argparse.Namespace) -> list[KernelShape]:
+    return [shape_by_key(s) for s in args.shapes.split(",") if s] or list(SHIPPED)
+
+
+def selected_cases(args: argparse.Namespace, fallback_dir: Path | None) -> list[Case]:
+    sizes = [int(x) for x in args.batch_sizes.split(",") if x]
+    return cases_from_configs(args.config_dir, sizes, selected_shapes(args), args.max_tokens, fallback_dir)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m kernels.aot", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("bake", help="compile every variant the shipped configs need (no GPU needed)")
-    b.add_argument("--cache-dir", type=Path, required=True, help="becomes TRITON_CACHE_DIR; use the final path")
-    b.add_argument("--config-dir", type=Path, default=Path(__file__).resolve().parent / "configs")
-    b.add_argument("--batch-sizes", default=",".join(map(str, DECODE_GRAPH_SIZES)))
-    b.add_argument("--max-tokens", type=_max_tokens, default=DEFAULT_MAX_TOKENS, help=MAX_TOKENS_HELP)
-    b.add_argument("--shapes", default="", help="comma-separated shape keys (default: all shipped)")
+    add_case_arguments(b)
     b.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     b.add_argument("--vllm-source", type=Path, default=None, help="vLLM's fused_moe.py (default: installed vllm)")
-    c = sub.add_parser("check", help="GPU: run vLLM's kernel on every baked case, fail on any JIT compile")
-    c.add_argument("--cache-dir", type=Path, required=True)
-    c.add_argument("--config-dir", type=Path, default=Path(__file__).resolve().parent / "configs")
-    c.add_argument("--batch-sizes", default=",".join(map(str, DECODE_GRAPH_SIZES)))
-    c.add_argument("--max-tokens", type=_max_tokens, default=DEFAULT_MAX_TOKENS, help=MAX_TOKENS_HELP)
-    c.add_argument("--shapes", default="")
-    c.add_argument("--json-out", type=Path, default=None)
     args = p.parse_args(argv)
-    if args.cmd == "check":
-        return check(args)
-    if args.cmd == "bake":
-        os.environ["TRITON_CACHE_DIR"] = str(args.cache_dir.resolve())
-        args.cache_dir.mkdir(parents=True, exist_ok=True)
-        shapes = [shape_by_key(s) for s in args.shapes.split(",") if s] or list(SHIPPED)
-        sizes = [int(x) for x in args.batch_sizes.split(",") if x]
-        fallback = vllm_config_dir(args.vllm_source)
-        cases = cases_from_configs(args.config_dir, sizes, shapes, args.max_tokens, fallback)
-        for shape in shapes:
-            src = config_source(args.config_dir, shape, fallback)
-            print(f"bake {shape.key}: {src if src else 'no tuned file: vLLM default tiles, not baked'}")
-        if not cases:
-            print(f"no shipped config matches the requested shapes in {args.config_dir}", file=sys.stderr)
-            return 2
-        t0 = time.perf_counter()
-        n = compile_cases(cases, args.workers, args.vllm_source)
-        entries = len(cache_entries(args.cache_dir))
-        print(
-            json.dumps(
-                {"cases": len(cases), "variants": n, "cache_entries": entries, "seconds": time.perf_counter() - t0}
-            )
-        )
-    return 0
-
-
-def check(args: argparse.Namespace) -> int:
-    """Run vLLM's fused_experts (vLLM's own config lookup, our folder) for every case; count compiles.
-
-    Exit 0 only when fused_moe_kernel was never compiled: every launch loaded from the baked cache.
-    Against an empty cache the same command must fail — that is the control that the count can fire.
-    """
     os.environ["TRITON_CACHE_DIR"] = str(args.cache_dir.resolve())
-    os.environ["VLLM_TUNED_CONFIG_FOLDER"] = str(args.config_dir.resolve())
-    import torch
-
-    from kernels import moe_harness
-
-    shapes = [shape_by_key(s) for s in args.shapes.split(",") if s] or list(SHIPPED)
-    sizes = [int(x) for x in args.batch_sizes.split(",") if x]
-    cases = cases_from_configs(args.config_dir, sizes, shapes, args.max_tokens, vllm_config_dir())
-    per_shape: dict[str, dict[str, int]] = {}
+    args.cache_dir.mkdir(parents=True, exist_ok=True)
+    fallback = vllm_config_dir(args.vllm_source)
+    cases = selected_cases(args, fallback)
+    for shape in selected_shapes(args):
+        src = config_source(args.config_dir, shape, fallback)
+        print(f"bake {shape.key}: {src if src else 'no tuned file: vLLM default tiles, not baked'}")
+    if not cases:
+        print(f"no shipped config matches the requested shapes in {args.config_dir}", file=sys.stderr)
+        return 2
     t0 = time.perf_counter()
-    with CompileCounter() as counter:
-        for shape in shapes:
-            if not any(cs.shape_key == shape.key for cs in cases):
-                continue
-            before = counter.misses.get("fused_moe_kernel", 0)
-            problem = moe_harness.MoEProblem(shape)
-            shape_sizes = sorted({cs.m for cs in cases if cs.shape_key == shape.key})
-            for m in shape_sizes:
-                x, w, ids = problem.inputs(m, 1)[0]
-                problem.run(x, w, ids)
-            torch.cuda.synchronize()
-            jit = counter.misses.get("fused_moe_kernel", 0) - before
-            per_shape[shape.key] = {"sizes": len(shape_sizes), "jit": jit}
-            del problem
-            torch.cuda.empty_cache()
-    result = {
-        "cache_dir": str(args.cache_dir),
-        "cases": len(cases),
-        "fused_moe_kernel_jit_compiles": counter.misses.get("fused_moe_kernel", 0),
-        "fused_moe_kernel_cache_loads": counter.hits.get("fused_moe_kernel", 0),
-        "other_compiles": {k: v for k, v in counter.misses.items() if k != "fused_moe_kernel"},
-        "per_shape": per_shape,
-        "seconds": round(time.perf_counter() - t0, 1),
-    }
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.json_out:
-        args.json_out.write_text(text + "\n")
-    return 0 if result["fused_moe_kernel_jit_compiles"] == 0 and per_shape else 1
+    n = compile_cases(cases, args.workers, args.vllm_source)
+    entries = len(cache_entries(args.cache_dir))
+    summary = {"cases": len(cases), "variants": n, "cache_entries": entries, "seconds": time.perf_counter() - t0}
+    print(json.dumps(summary))
+    return 0
 
 
 if __name__ == "__main__":

@@ -18,6 +18,17 @@ from dataclasses import dataclass
 BLOCK_FP8 = (128, 128)
 
 
+def moe_partition(num_experts: int, intermediate: int, tp: int, expert_parallel: bool) -> tuple[int, int]:
+    """(E, N) as vLLM's fused-MoE kernel sees them on one GPU of ``tp`` ranks: expert parallelism splits the experts
+    (each rank holds whole experts, E = num_experts / tp, N = intermediate); otherwise tensor parallelism splits each
+    expert's width (E = num_experts, N = intermediate / tp). The one definition: the resolver (entrypoint), the
+    shapes below and the end-to-end benchmark (benchmarks/e2e/spec.py) all call it.
+    """
+    if expert_parallel:
+        return num_experts // tp, intermediate
+    return num_experts, intermediate // tp
+
+
 @dataclass(frozen=True)
 class ModelMoE:
     """One model's routed-expert block, as written in its config.json."""
@@ -56,13 +67,19 @@ class KernelShape:
         return f"{self.model.name}:tp{self.tp}" + (f"ep{self.ep}" if self.ep > 1 else "")
 
     @property
+    def partition(self) -> tuple[int, int]:
+        """(E, N) on one GPU. ``tp1ep8`` = 8 ranks holding whole experts (vLLM's EP group is the TP × DP group)."""
+        expert_parallel = self.ep > 1
+        ranks = self.ep if expert_parallel else self.tp
+        return moe_partition(self.model.experts, self.model.expert_width, ranks, expert_parallel)
+
+    @property
     def e(self) -> int:
-        return self.model.experts // self.ep
+        return self.partition[0]
 
     @property
     def n(self) -> int:
-        # With EP each rank holds whole experts; with TP each rank holds a slice of every expert.
-        return self.model.expert_width // self.tp if self.ep == 1 else self.model.expert_width
+        return self.partition[1]
 
     @property
     def n1(self) -> int:
@@ -140,10 +157,3 @@ def shape_by_key(key: str) -> KernelShape:
             raise ValueError(f"shape {key!r}: split must look like tp8 or tp1ep8")
         tp, ep = int(tp_s), int(ep_s or 1)
     return KernelShape(MODELS[model_name], tp=tp, ep=ep)
-
-
-def moe_partition(num_experts: int, intermediate: int, tp: int, expert_parallel: bool) -> tuple[int, int]:
-    """(E, N) as vLLM sees them on one GPU: EP splits the experts, TP splits each expert's width."""
-    if expert_parallel:
-        return num_experts // tp, intermediate
-    return num_experts, intermediate // tp

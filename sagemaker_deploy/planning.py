@@ -14,7 +14,7 @@ from entrypoint.resolve.plan import Plan
 from entrypoint.resolve.render import render_plan
 from sagemaker_deploy.instances import accelerators_for
 
-# The vLLM the image pins (Dockerfile ARG VLLM_VERSION; tests/test_dockerfile.py keeps them equal):
+# The vLLM the image pins (Dockerfile ARG VLLM_VERSION; tests/docker/test_dockerfile.py keeps them equal):
 # the plan is for the container, not for whatever vLLM this machine has installed.
 IMAGE_VLLM_VERSION = "0.26.0"
 

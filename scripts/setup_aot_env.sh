@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# What tests/test_aot.py needs to compile vLLM 0.26's fused-MoE Triton kernel for sm_90 without a GPU,
+# What tests/kernels/test_aot.py and the ops compile tests need to compile vLLM 0.26's fused-MoE Triton kernel
+# for sm_90 without a GPU,
 # exactly as the image will (docker/aot_cache.sh):
 #   build/triton-3.6.0/            Triton 3.6.0 (the image's: torch 2.11 pins it), installed with --target
 #   build/vllm-0.26.0/fused_moe.py the kernel source from the vllm==0.26.0 wheel (the image's vLLM)

@@ -10,15 +10,15 @@
 # Queue A (GPU 0) and queue B (GPU 1) run side by side; on a one-GPU machine A then B run on GPU 0 in one
 # queue. Each step starts only when its minimum time is left before the deadline (DEADLINE_S after `start`,
 # default 1500 s) and is cut at the deadline, so a short lease still returns the first steps of each queue.
-#   A: e2e qwen (served configuration: plan / auto / triton, start breakdown, streaming at load) → e2e nemotron
-#   B: e2e mixtral
+#   A: e2e nemotron → e2e mixtral (served configuration: plan / auto / triton)
+#   B: qwen-start (plan's start from empty / warm / copied / baked caches, bake made here) → own kernels check
 # The queues run from a copy of the repo under $RUN_DIR/repo (later calls re-send the working tree).
 # `wait` copies into $OUT (≤ 8 files come back): A.tar.gz and B.tar.gz (every step's results + logs) and
 # status.txt (one line per step: rc, seconds). Unpack the tars here and file the numbers (RUNS.md files).
 # env: RUN_DIR (default /root/h200-session), DEADLINE_S (1500; set it to the device budget left at `start` minus
 #      ~120 s), FORCE=1 (restart a run in progress), VLLM_SITE (/root/site), WORKERS (compile
 #      processes per queue; default a quarter of the cores so the e2e queue keeps its CPU), DRY_RUN=1 (print
-#      and time the steps with `sleep 1` instead of running them: tests/test_h200_session.py), GPUS (how many
+#      and time the steps with `sleep 1` instead of running them: tests/benchmarks/test_h200_session.py), GPUS (how many
 #      GPUs to use; default: what nvidia-smi lists).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")/../.." && pwd)
@@ -53,17 +53,18 @@ step() {  # step QUEUE NAME MIN_S MAX_S CMD... : run CMD if MIN_S are left, cut 
 }
 
 # Order = what each issue can least do without, cheap decisive steps first (a short lease returns those).
-# Issue 14 (2026-12-01): the served configuration. Qwen3 first (every backend, start breakdown, streaming at
-# load), then Nemotron, then Mixtral: the issue allows two sessions' device time for the three.
+# Issue 14, second lease: Nemotron and Mixtral in the served configuration (2026-12-01 measured Qwen3), then the
+# baked-start check with a bake made on this host, then the GPU check of the code issue 13 moved (own kernels).
 queue_a() {
   local q=$1
-  step "$q" e2e-qwen 420 900 env BUDGET_S=880 bash benchmarks/device/e2e.sh qwen
   step "$q" e2e-nemotron 300 600 env BUDGET_S=580 bash benchmarks/device/e2e.sh nemotron
+  step "$q" e2e-mixtral 300 660 env BUDGET_S=640 bash benchmarks/device/e2e.sh mixtral
 }
 
 queue_b() {
   local q=$1
-  step "$q" e2e-mixtral 300 660 env BUDGET_S=640 bash benchmarks/device/e2e.sh mixtral
+  step "$q" qwen-start 300 480 env BUDGET_S=460 bash benchmarks/device/e2e.sh qwen-start
+  step "$q" own-kernels 240 600 bash benchmarks/device/kernels_check_and_bench.sh
 }
 
 run_queue() {  # run_queue NAME GPU FUNCTIONS...: a new session (setsid) outlives the device call that starts it

@@ -5,4 +5,5 @@ with its own timeout and cache dirs → the worker writes JSON lines (versions, 
 repetition) → ``logparse`` reads what vLLM logged (backend chosen, default-config warning, start milestones)
 → ``stats`` reduces samples to best/median → ``report`` writes the CSV, the markdown table and the plot.
 Everything but ``worker`` is plain Python (no vLLM, no torch) so it is unit-tested on CPU.
+``engine_start`` (run on its own) times the engine's start with an empty, the image's baked and a warm Triton cache.
 """

@@ -24,10 +24,10 @@ from typing import Any
 from benchmarks.e2e import backends as be
 from benchmarks.e2e import report, runner, served, spec, tokenizer
 from benchmarks.e2e.logparse import condense
+from benchmarks.paths import E2E_RESULTS
 from benchmarks.sigterm import exit_on_sigterm
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
-DEFAULT_SNAPSHOT = RESULTS_DIR / "plans.json"
+DEFAULT_SNAPSHOT = E2E_RESULTS / "plans.json"
 SERVED_WORKER = "benchmarks.e2e.served_worker"
 # Rows known to risk a long hang get a short leash of their own (see docs/e2e-bench.md): Mixtral-8x7B FP8
 # static on FlashInfer CUTLASS (auto picks it too) did not start within 420 s on the offline build.
@@ -114,7 +114,7 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     p.add_argument("--max-num-seqs", type=int, default=0, help="default: the largest concurrency")
     p.add_argument("--engine-arg", type=_engine_arg, action="append", default=[], help="KEY=JSON for LLM()")
-    p.add_argument("--out-dir", type=Path, default=RESULTS_DIR)
+    p.add_argument("--out-dir", type=Path, default=E2E_RESULTS)
     p.add_argument("--work-dir", type=Path, default=Path("/tmp/e2e-bench-work"))
     p.add_argument("--plan-snapshot", type=Path, default=DEFAULT_SNAPSHOT)
     p.add_argument("--plan-gpu", default=None, help="gpu= for build_plan; default: detect")
@@ -211,7 +211,9 @@ def plan_jobs(args: RunArgs, plan_provider: be.PlanProvider | None) -> list[Plan
     for name in args.models:
         model_dir = spec.resolve_model_dir(name)
         config = spec.load_config(model_dir)
-        shape = spec.moe_shape(config)
+        split = args.engine_args  # the engine's own split decides which tuned file vLLM looks up
+        tp, expert_parallel = int(split.get("tensor_parallel_size", 1)), bool(split.get("enable_expert_parallel"))
+        shape = spec.moe_shape(config, tp, expert_parallel)
         label = spec.model_label(model_dir)
         for setup in be.engine_setups(args.backends, model_dir, shape, plan_provider):
             est = 0.0
@@ -416,7 +418,7 @@ def _start_breakdown(
     runner.reset_cache(baked)
     modes = [("warm", cache, {}), ("copied", copied, {})]
     if args.baked_cache is not None:
-        image_env = {"TRITON_CACHE_MANAGER": "kernels.aot:BakedFirstCacheManager",
+        image_env = {"TRITON_CACHE_MANAGER": "kernels.triton_cache:BakedFirstCacheManager",
                      "MOE_BAKED_TRITON_CACHE": str(args.baked_cache)}  # fmt: skip
         modes.append(("baked", baked, image_env))
     for mode, where, extra in modes:
@@ -429,6 +431,8 @@ def _start_breakdown(
         rows.append(report.start_row(j.model, j.setup.backend, mode, result, args.compile_mode))
         print(f"e2e: {j.model} {j.setup.backend}: start from {mode}: {result.start_s} s")
     report.append_start_rows(rows, args.out_dir / "start_breakdown.csv")
+    report.plot_start_breakdown(report.read_start_rows(args.out_dir / "start_breakdown.csv"),
+                                args.out_dir / "start_breakdown.png")  # fmt: skip
 
 
 def _collected(

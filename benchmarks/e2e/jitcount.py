@@ -1,7 +1,7 @@
 """How many Triton kernels an engine compiled: new entries in the writable caches, by kernel name.
 
 Triton writes one folder per compiled binary, with `<kernel>.json` metadata beside the binary (`__grp__*.json`
-files only group them). A kernel read from the image's baked cache (kernels.aot:BakedFirstCacheManager) writes
+files only group them). A kernel read from the image's baked cache (kernels.triton_cache:BakedFirstCacheManager) writes
 nothing, so a count taken before and after a phase is that phase's JIT compiles. vLLM moves TRITON_CACHE_DIR
 under VLLM_CACHE_ROOT when torch.compile runs, so every cache folder of the job is scanned.
 """

@@ -128,18 +128,24 @@ _MEASURED = ("ok", "truncated")
 def merge_runs(runs: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
     """Rows of several runs of one session → one table: one row per (model, backend, workload), in first-seen
     order. A measured row (ok/truncated) replaces an unmeasured one (skipped_budget, failed, timeout) of an
-    earlier run — e.g. a backend a phase had no budget for, run by a follow-up call; two measured rows for
-    the same point are an error (which one is the figure would be a silent choice)."""
+    earlier run — e.g. a backend a phase had no budget for, run by a follow-up call — and a complete row (ok)
+    replaces a truncated one (an engine its phase's deadline cut, run again whole), whichever came first; two
+    measured rows of the same kind for one point are an error (which one is the figure would be a silent choice)."""
     merged: dict[tuple[Any, ...], dict[str, Any]] = {}
     for rows in runs:
         for row in rows:
             key = (*_key(row), row["backend"])
             old = merged.get(key)
-            if old is None or (old["status"] not in _MEASURED and row["status"] in _MEASURED):
+            if old is None or _rank(row["status"]) > _rank(old["status"]):
                 merged[key] = row
-            elif old["status"] in _MEASURED and row["status"] in _MEASURED:
+            elif _rank(row["status"]) == _rank(old["status"]) and row["status"] in _MEASURED:
                 raise ValueError(f"two measured rows for {key}: keep one of the runs out of the merge")
     return list(merged.values())
+
+
+def _rank(status: str) -> int:
+    """unmeasured < truncated < ok: what a later run of the same point may replace."""
+    return {"truncated": 1, "ok": 2}.get(status, 0)
 
 
 def write_csv(rows: Sequence[dict[str, Any]], path: Path) -> None:
@@ -229,7 +235,8 @@ def plot(rows: Sequence[dict[str, Any]], path: Path) -> bool:
                              if r["backend"] == backend and r["input_len"] == short_in)  # fmt: skip
                 if pts:
                     ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=backend)
-            ax.set_title(f"{model} ({short_in} in)", fontsize=9)
+            compile_modes = "/".join(sorted({str(r.get("compile") or "?") for r in mine}))
+            ax.set_title(f"{model} ({short_in} in, compile: {compile_modes})", fontsize=9)
         ax.axhline(1.0, color="grey", linewidth=1)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("concurrent requests")
@@ -323,3 +330,49 @@ def write_stream_rows(rows: Sequence[dict[str, Any]], path: Path) -> None:
         writer = csv.DictWriter(handle, fieldnames=STREAM_COLUMNS, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
+
+
+START_PARTS = (
+    ("model_load_s", "model load (weights)"), ("torch_compile_total_s", "torch.compile / AOT load"),
+    ("cuda_graphs_s", "CUDA graphs"),
+)  # fmt: skip
+
+
+def plot_start_breakdown(rows: Sequence[dict[str, Any]], path: Path) -> bool:
+    """One bar per start mode: the parts vLLM logs (weights, torch.compile or its cache load, CUDA graphs), the
+    rest of its engine init, and everything before the engine (process start, imports, API server)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    measured = [r for r in rows if _num(r.get("start_s")) is not None]
+    if not measured:
+        return False
+    fig, ax = plt.subplots(figsize=(1.6 * len(measured) + 3, 4))
+    labels = [f"{r['backend']}\n{r['mode']}" for r in measured]
+    bottom = [0.0] * len(measured)
+    for key, label in START_PARTS:
+        values = [_num(r.get(key)) or 0.0 for r in measured]
+        ax.bar(labels, values, bottom=bottom, label=label)
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    rest_engine = [max(0.0, (_num(r.get("init_engine_s")) or 0.0) + (_num(r.get("model_load_s")) or 0.0) - b)
+                   for r, b in zip(measured, bottom, strict=True)]  # fmt: skip
+    ax.bar(labels, rest_engine, bottom=bottom, label="rest of engine init")
+    bottom = [b + v for b, v in zip(bottom, rest_engine, strict=True)]
+    outside = [max(0.0, float(r["start_s"]) - b) for r, b in zip(measured, bottom, strict=True)]
+    ax.bar(labels, outside, bottom=bottom, label="process start, imports, API server")
+    ax.set_ylabel("seconds from process start to /health 200")
+    ax.set_title(f"{measured[0]['model']}: served start by cache state", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def read_start_rows(path: Path) -> list[dict[str, Any]]:
+    with path.open(newline="") as handle:
+        return [dict(r) for r in csv.DictReader(handle)]

@@ -1,6 +1,7 @@
 """What to measure: bundled benchmark models, workloads (input/output lengths × concurrency), MoE shapes.
 
-Pure Python (no vLLM, no torch): the harness plans and checks a run on a machine without a GPU.
+Pure Python (no vLLM, no torch): the harness plans and checks a run on a machine without a GPU. The per-GPU
+(E, N) split is kernels.shapes.moe_partition, the same function the resolver uses.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from kernels.shapes import moe_partition
 
 MODELS_DIR = Path(__file__).resolve().parent / "models"
 
@@ -37,15 +40,24 @@ class Workload:
 
 @dataclass(frozen=True)
 class MoEShape:
-    """The fields that name vLLM's tuned Triton config file (E, N, block shape) plus top-k."""
+    """The model's routed experts as config.json states them, and the split the engine runs them with; the (E, N)
+    that name vLLM's tuned Triton config file come from ``partition``."""
 
     num_experts: int
-    intermediate: int  # N in the config file name: w2.shape[2] at TP=1
+    intermediate: int  # moe_intermediate_size: N in the config file name at TP=1
     top_k: int
     block_shape: tuple[int, int] | None
+    tp: int = 1  # tensor_parallel_size the engine runs with
+    expert_parallel: bool = False
+
+    @property
+    def partition(self) -> tuple[int, int]:
+        """(E, N) on one GPU, as vLLM looks its tuned file up."""
+        return moe_partition(self.num_experts, self.intermediate, self.tp, self.expert_parallel)
 
     def config_file_prefix(self) -> str:
-        return f"E={self.num_experts},N={self.intermediate},"
+        e, n = self.partition
+        return f"E={e},N={n},"
 
 
 def parse_int_list(text: str, what: str) -> tuple[int, ...]:
@@ -91,8 +103,9 @@ def load_config(model_dir: Path) -> dict[str, Any]:
     return json.loads((model_dir / "config.json").read_text())
 
 
-def moe_shape(config: dict[str, Any]) -> MoEShape:
-    """Resolve the aliases families use for the expert count and width (text_config nests multimodal ones)."""
+def moe_shape(config: dict[str, Any], tp: int = 1, expert_parallel: bool = False) -> MoEShape:
+    """Resolve the aliases families use for the expert count and width (text_config nests multimodal ones); tp and
+    expert_parallel are the engine's split (engine arguments tensor_parallel_size, enable_expert_parallel)."""
     cfg = config.get("text_config", config)
     experts = cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts")
     width = cfg.get("moe_intermediate_size") or cfg.get("intermediate_size")
@@ -104,7 +117,8 @@ def moe_shape(config: dict[str, Any]) -> MoEShape:
         )
     quant = config.get("quantization_config") or {}
     block = quant.get("weight_block_size")
-    return MoEShape(int(experts), int(width), int(top_k), (int(block[0]), int(block[1])) if block else None)
+    block_shape = (int(block[0]), int(block[1])) if block else None
+    return MoEShape(int(experts), int(width), int(top_k), block_shape, tp, expert_parallel)
 
 
 def num_layers(config: dict[str, Any]) -> int:

@@ -14,8 +14,11 @@ import random
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from tools import measure
 
 # On timeout the runner sends SIGUSR1 before SIGKILL: every thread's Python stack lands in the log,
 # which says where a start hung (autotuner, graph capture, ...). sitecustomize does the same in vLLM's
@@ -33,17 +36,8 @@ class EventLog:
 
 
 def versions() -> dict[str, str]:
-    import torch
-    import vllm
-
-    found = {"vllm": vllm.__version__, "torch": torch.__version__}
-    for name in ("triton", "flashinfer"):
-        try:
-            found[name] = __import__(name).__version__
-        except Exception:  # not installed: the row says so instead of failing
-            found[name] = "absent"
-    found["gpu"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
-    return found
+    """The row's versions and GPU (tools/measure.py, the fields every benchmark row carries)."""
+    return {**measure.versions(("vllm", "torch", "triton", "flashinfer")), "gpu": measure.gpu_name()}
 
 
 def compilation_config(mode: str, max_conc: int) -> dict[str, Any] | None:
@@ -152,19 +146,24 @@ def run(job: dict[str, Any]) -> int:
     return 0
 
 
-def main(argv: list[str]) -> int:
+def job_main(argv: list[str], run_job: Callable[[dict[str, Any]], int], prog: str) -> int:
+    """`python -m PROG JOB.json` for both workers: an exception becomes an `error` event before it propagates."""
     if len(argv) != 1:
-        print("usage: python -m benchmarks.e2e.worker JOB.json", file=sys.stderr)
+        print(f"usage: python -m {prog} JOB.json", file=sys.stderr)
         return 2
     job = json.loads(Path(argv[0]).read_text())
     try:
-        return run(job)
+        return run_job(job)
     except Exception as exc:
         EventLog(Path(job["result_path"])).emit("error", error=f"{type(exc).__name__}: {exc}"[:2000])
         raise
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
+
+
+def main(argv: list[str]) -> int:
+    return job_main(argv, run, "benchmarks.e2e.worker")
 
 
 if __name__ == "__main__":

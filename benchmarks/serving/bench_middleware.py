@@ -31,7 +31,7 @@ from typing import Any
 import httpx
 
 from benchmarks.serving.bodies import PROMPT, count_tokens, stream_body
-from tests.e2e.server import Server  # the same start/stop helper the end-to-end tests use
+from tools.local_server import Server  # the same start/stop helper the end-to-end tests use
 
 
 def process_cpu_s(pid: int) -> float:

@@ -56,11 +56,12 @@ RULES: tuple[Rule, ...] = (
         vllm_default="flashinfer_cutlass",
         evidence=(
             "vendor: +10% throughput on H200 at low concurrency (vLLM PR #50040, unmerged as of 0.33); measured "
-            "here (benchmarks/e2e/results/h200_e2e.csv, 2026-11-30: H200, vLLM 0.26, random FP8 static weights, "
-            "real layer counts, 512 in / 128 out, decode tok/s, best of 3): this plan / vLLM auto (FlashInfer "
-            "CUTLASS) at 1 concurrent request = 1.135 Qwen3-30B-A3B, 1.092 Nemotron-3-Nano, 1.056 Mixtral-8x7B; "
-            "at 8: 1.061 / 1.001 / 1.011; at 64: 0.970 / 0.995 / 0.990, inside the run-to-run spread (up to 13%): "
-            "no crossover up to 64"
+            "here in the served configuration (what `serve` runs: torch.compile + CUDA graphs, vLLM 0.26, H200, "
+            "2026-12-01, benchmarks/results/e2e/h200_e2e.csv; random FP8 static weights, 512 in / 256 out, decode "
+            "tok/s, best of 3): this plan / vLLM auto (FlashInfer CUTLASS) on Qwen3-30B-A3B = 1.157 / 1.066 / 1.062 "
+            "/ 1.056 / 1.066 at 1 / 8 / 16 / 32 / 64 concurrent requests (spread <= 5.6%): no crossover up to 64; "
+            "the earlier rows without torch.compile (2026-11-30, h200_e2e_compile-none_2026-11-30.csv): 1.135 "
+            "Qwen3, 1.092 Nemotron-3-Nano, 1.056 Mixtral-8x7B at 1; 0.970 / 0.995 / 0.990 at 64, inside the spread"
         ),
         applies=_fp8_tensor_static_on_hopper,
     ),

@@ -15,7 +15,7 @@ import pytest
 
 from entrypoint.model.tiny_model import ensure_tiny_model
 from entrypoint.run_local import tiny_model_dir
-from tests.e2e.server import STARTED, Server
+from tools.local_server import STARTED, Server
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -25,36 +25,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e import server as e2e_server
-from tests.e2e.server import CPU_ENV, REPO, Server, free_port
+from tools import local_server
+from tools.local_server import CPU_ENV, REPO, Server, free_port, is_final_or_error, open_lmi_streams
 
 SAGEMAKER_STOP_GRACE_S = 30.0
-
-
-def is_final_or_error(line: dict[str, Any]) -> bool:
-    return line.get("generated_text") is not None or set(line) == {"code", "error"}
-
-
-async def open_streams(url: str, count: int, started: asyncio.Event) -> list[tuple[list[dict[str, Any]], str | None]]:
-    async def one(client: httpx.AsyncClient, i: int) -> tuple[list[dict[str, Any]], str | None]:
-        lines: list[dict[str, Any]] = []
-        body = {
-            "inputs": f"long story {i}",
-            "parameters": {"max_new_tokens": 480, "ignore_eos_token": True},
-            "stream": True,
-        }
-        try:
-            async with client.stream("POST", "/invocations", json=body) as response:
-                async for raw in response.aiter_lines():
-                    if raw.strip():
-                        lines.append(json.loads(raw))
-                        started.set()
-        except httpx.HTTPError as exc:
-            return lines, repr(exc)
-        return lines, None
-
-    async with httpx.AsyncClient(base_url=url, timeout=SAGEMAKER_STOP_GRACE_S + 10) as client:
-        return await asyncio.gather(*(one(client, i) for i in range(count)))
 
 
 def test_run_local_then_sigterm_with_open_streams(tiny_model: Path, tmp_path: Path) -> None:
@@ -66,7 +40,9 @@ def test_run_local_then_sigterm_with_open_streams(tiny_model: Path, tmp_path: Pa
 
         async def scenario() -> tuple[list[tuple[list[dict[str, Any]], str | None]], float]:
             started = asyncio.Event()
-            streams = asyncio.ensure_future(open_streams(server.url, 8, started))
+            streams = asyncio.ensure_future(
+                open_lmi_streams(server.url, 8, started, max_new_tokens=480, timeout_s=SAGEMAKER_STOP_GRACE_S + 10)
+            )
             await asyncio.wait_for(started.wait(), timeout=60)
             signalled = time.monotonic()
             server.proc.send_signal(signal.SIGTERM)
@@ -124,7 +100,7 @@ def _group_alive(pid: int) -> bool:
 def test_a_server_that_never_answers_ping_is_stopped_before_the_error(
     tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(e2e_server, "START_DEADLINE_S", 1.0)  # vLLM cannot even be imported in 1 s
+    monkeypatch.setattr(local_server, "START_DEADLINE_S", 1.0)  # vLLM cannot even be imported in 1 s
     server = Server(["serve", "--model", str(tiny_model), "--host", "127.0.0.1"], tmp_path / "slow.log")
     with pytest.raises(AssertionError, match="no /ping 200 within 1 s"):
         server.start()
@@ -137,7 +113,7 @@ def test_a_server_that_never_answers_ping_is_stopped_before_the_error(
 def test_servers_nobody_stopped_are_stopped_when_python_exits(tiny_model: Path, tmp_path: Path) -> None:
     # What a test that dies before its teardown leaves: a launched server, then the interpreter exits.
     script = (
-        "import sys; from pathlib import Path; from tests.e2e.server import Server; "
+        "import sys; from pathlib import Path; from tools.local_server import Server; "
         "s = Server(['serve', '--model', sys.argv[1]], Path(sys.argv[2])).launch(); print(s.proc.pid)"
     )
     argv = [sys.executable, "-c", script, str(tiny_model), str(tmp_path / "orphan.log")]

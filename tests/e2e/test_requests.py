@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.server import Server
+from tools.local_server import Server
 
 JSONLINES = "application/jsonlines"
 

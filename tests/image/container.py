@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.e2e.server import free_port
+from tools.local_server import engine_core_children, free_port
 
 DOCKER = os.environ.get("DOCKER", "docker")
 IMAGE = os.environ.get("MOE_IMAGE", "moe-serving:cpu")
@@ -122,19 +122,7 @@ class Container:
 
     def engine_pids(self) -> list[int]:
         """Host PIDs of vLLM's EngineCore processes (children of the server, which is the container's PID 1)."""
-        main = self.main_pid()
-        try:
-            children = Path(f"/proc/{main}/task/{main}/children").read_text().split()
-        except OSError:
-            return []
-        pids = []
-        for pid in map(int, children):
-            try:
-                if "EngineCor" in Path(f"/proc/{pid}/comm").read_text():
-                    pids.append(pid)
-            except OSError:
-                continue
-        return pids
+        return engine_core_children(self.main_pid())
 
     def wait_exit(self, timeout: float) -> int:
         """Block until the container stops (or `timeout` passes, then fail); its exit code."""

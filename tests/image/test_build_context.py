@@ -1,7 +1,7 @@
 """The real build context: what `docker build .` sends, as Docker itself filters it through .dockerignore.
 
 A throwaway Dockerfile (`FROM scratch`, `COPY . /`) exports the context the daemon received; it must be exactly
-the allowlisted files of the checkout (tests/build_context.py), plus staged wheels, and nothing else.
+the allowlisted files of the checkout (tests/docker/build_context.py), plus staged wheels, and nothing else.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import os
 import subprocess
 from pathlib import Path
 
-from tests.build_context import context_files
 from tests.conftest_paths import REPO
+from tests.docker.build_context import context_files
+from tests.docker.test_dockerfile import copy_sources
 from tests.image.container import DOCKER
-from tests.test_dockerfile import copy_sources
 
 
 def real_context(dest: Path) -> set[str]:

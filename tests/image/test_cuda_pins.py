@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest_paths import REPO
-from tests.test_dockerfile import INSTRUCTIONS
+from tests.docker.test_dockerfile import INSTRUCTIONS
 
 PLATFORMS = [f"manylinux_2_{n}_x86_64" for n in range(5, 41)] + [
     "manylinux2014_x86_64", "manylinux2010_x86_64", "manylinux1_x86_64", "linux_x86_64",

@@ -19,6 +19,7 @@ import pytest
 
 from tests.image.conftest import readable_copy, running
 from tests.image.container import DOCKER, Container, docker
+from tools.local_server import is_final_or_error, open_lmi_streams
 
 # Values that look like the real thing; none may reach `docker logs`.
 SECRETS = {
@@ -197,29 +198,13 @@ def test_secrets_in_the_environment_appear_nowhere_in_docker_logs(sagemaker: Con
 # ------------------------------------------------------------------------------------ docker stop (last)
 
 
-async def open_streams(url: str, count: int, started: asyncio.Event) -> list[tuple[list[dict[str, Any]], str | None]]:
-    async def one(client: httpx.AsyncClient, i: int) -> tuple[list[dict[str, Any]], str | None]:
-        lines: list[dict[str, Any]] = []
-        body = {"inputs": f"story {i}", "parameters": {"max_new_tokens": 400, "ignore_eos_token": True},
-                "stream": True}  # fmt: skip
-        try:
-            async with client.stream("POST", "/invocations", json=body) as response:
-                async for raw in response.aiter_lines():
-                    if raw.strip():
-                        lines.append(json.loads(raw))
-                        started.set()
-        except httpx.HTTPError as exc:
-            return lines, repr(exc)
-        return lines, None
-
-    async with httpx.AsyncClient(base_url=url, timeout=SAGEMAKER_STOP_GRACE_S + 10, headers=CUSTOM_ATTRIBUTES) as c:
-        return await asyncio.gather(*(one(c, i) for i in range(count)))
-
-
 def test_docker_stop_with_8_open_streams_answers_every_client_and_exits_in_time(sagemaker: Container) -> None:
     async def scenario() -> tuple[list[tuple[list[dict[str, Any]], str | None]], float, int]:
         started = asyncio.Event()
-        streams = asyncio.ensure_future(open_streams(sagemaker.url, 8, started))
+        streams = asyncio.ensure_future(
+            open_lmi_streams(sagemaker.url, 8, started, max_new_tokens=400, timeout_s=SAGEMAKER_STOP_GRACE_S + 10,
+                             headers=CUSTOM_ATTRIBUTES)
+        )  # fmt: skip
         await asyncio.wait_for(started.wait(), timeout=60)
         signalled = time.monotonic()
         # docker stop sends SIGTERM, then SIGKILL after -t seconds: SageMaker's 30 s.
@@ -240,7 +225,7 @@ def test_docker_stop_with_8_open_streams_answers_every_client_and_exits_in_time(
         assert transport_error is None, f"stream cut without a final line: {transport_error}"
         assert lines, "a stream got nothing at all"
         last = lines[-1]
-        assert last.get("generated_text") is not None or set(last) == {"code", "error"}, last
+        assert is_final_or_error(last), last
         assert all("token" in line for line in lines[:-1])
         unfinished += set(last) == {"code", "error"}
     print(f"{unfinished} of 8 streams ended with a final error line, the rest complete")

@@ -1,26 +1,23 @@
-"""Kernel tests run on the GPU when there is one, else on the CPU under Triton's interpreter.
-
-TRITON_INTERPRET must be set before the kernel modules are imported (triton.jit reads it when it
-decorates), hence at conftest import time.
-"""
+"""The baked cache the aot and triton_cache tests share (one bake per session: ~5 s of sm_90 compiles), and vLLM's
+own config lookup for the shipped-config tests (``vllm_lookup``, tests/vllm_moe_lookup.py)."""
 
 from __future__ import annotations
 
-import os
+from pathlib import Path
+from typing import Any
 
 import pytest
-import torch
 
-HAS_CUDA = torch.cuda.is_available()
-if not HAS_CUDA:
-    os.environ["TRITON_INTERPRET"] = "1"
-    from tests.kernels.interpreter_fix import patch_fp8_downcast
-
-    patch_fp8_downcast()
-
-DEVICE = "cuda" if HAS_CUDA else "cpu"
+from tests.kernels.bake import SHAPE, TILE, bake_env, last_json, run_python, write_config
+from tests.vllm_moe_lookup import vllm_lookup  # noqa: F401 (a fixture, found here by name)
 
 
-@pytest.fixture
-def device() -> str:
-    return DEVICE
+@pytest.fixture(scope="session")
+def baked(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, str], dict[str, Any]]:
+    """(cache dir, config dir, the bake's environment, the bake's JSON summary) of `python -m kernels.aot bake`."""
+    root = tmp_path_factory.mktemp("aot")
+    cache, cfg = root / "cache", write_config(root / "cfg", TILE)
+    env = bake_env(cache)
+    args = ["-m", "kernels.aot", "bake", "--cache-dir", str(cache), "--config-dir", str(cfg)]
+    args += ["--batch-sizes", "1", "--max-tokens", "0", "--shapes", SHAPE.key, "--workers", "1"]
+    return cache, cfg, env, last_json(run_python(args, env))

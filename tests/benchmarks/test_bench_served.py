@@ -1,0 +1,204 @@
+"""The served-configuration benchmark (benchmarks/e2e/served*.py, httpload, tokenizer): rows run what `serve` runs.
+
+The plan row's argv and environment must be exactly what `python -m entrypoint serve` would exec for the same
+settings; the comparison rows differ in the MoE backend switch only. The HTTP load generator is checked against a
+real local server that streams; the whole harness runs once on the CPU engine with the tiny model (marked e2e).
+"""
+
+from __future__ import annotations
+
+import csv
+import http.server
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from benchmarks.e2e import httpload, served, tokenizer
+from benchmarks.e2e.backends import TUNED_ENV, EngineSetup
+from benchmarks.e2e.logparse import start_durations
+from entrypoint.planning import build_plan
+from entrypoint.serve import vllm_command, vllm_environment
+from tests.conftest_paths import REPO
+
+QWEN = REPO / "benchmarks" / "e2e" / "models" / "qwen3-30b-a3b-fp8-static"
+OPTIONS = served.bench_options(max_model_len=784, max_num_seqs=64, gpu_memory_utilization=0.9, compile_mode="default")
+
+
+def command(setup: EngineSetup, options: dict[str, str] = OPTIONS) -> served.ServedCommand:
+    return served.served_command(QWEN, setup, dict(os.environ), port=18080, options=options, gpu="H200")
+
+
+def flag(argv: tuple[str, ...], name: str) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv else None
+
+
+def test_the_plan_row_is_exactly_what_serve_execs_for_the_same_settings() -> None:
+    row = command(EngineSetup("plan", "triton"))
+    environ = {**os.environ, "MOE_SERVING_DEFAULT_PROPERTIES": str(served.IMAGE_DEFAULT_PROPERTIES), **OPTIONS}
+    plan = build_plan(model=str(QWEN), environ=environ, host="127.0.0.1", port=18080, gpu="H200")
+    assert row.argv == tuple(vllm_command(plan))
+    assert row.env == vllm_environment(plan, environ)
+    assert row.argv[1:4] == ("-m", "entrypoint.serve", "serve")  # the module serve execs, nothing of its own
+    assert row.moe_backend == row.plan_moe_backend == "triton" and TUNED_ENV in row.env
+
+
+def test_the_benchmarks_needs_reach_vllm_as_a_users_options_would() -> None:
+    argv = command(EngineSetup("plan", "triton")).argv
+    assert flag(argv, "--load-format") == "dummy" and flag(argv, "--max-num-seqs") == "64"
+    assert flag(argv, "--max-model-len") == "784" and flag(argv, "--gpu-memory-utilization") == "0.9"
+    assert "--compilation-config" not in argv and "--enforce-eager" not in argv  # vLLM's defaults: what ships
+    assert "--enable-prefix-caching" in argv  # the image default serving.properties is read, as in the image
+
+
+def test_compile_none_is_an_explicit_compilation_config_and_nothing_else() -> None:
+    none = served.bench_options(max_model_len=784, max_num_seqs=8, gpu_memory_utilization=0.9, compile_mode="none")
+    argv = command(EngineSetup("plan", "triton"), none).argv
+    assert json.loads(flag(argv, "--compilation-config") or "{}") == {
+        "mode": 0, "cudagraph_mode": "FULL_DECODE_ONLY", "max_cudagraph_capture_size": 8,
+    }  # fmt: skip
+    with pytest.raises(ValueError, match="compile mode 'eager'"):
+        served.bench_options(max_model_len=1, max_num_seqs=1, gpu_memory_utilization=0.9, compile_mode="eager")
+
+
+@pytest.mark.parametrize(
+    ("setup", "moe_backend", "tuned"),
+    [
+        (EngineSetup("auto", None, unset_env=(TUNED_ENV,)), "auto", False),
+        (EngineSetup("triton", "triton", unset_env=(TUNED_ENV,)), "triton", False),
+        (EngineSetup("triton_tuned", "triton", env={TUNED_ENV: "/configs"}), "triton", True),
+    ],
+    ids=["auto drops the switch", "triton on vLLM's default tiles", "triton with a tile folder"],
+)
+def test_a_comparison_row_changes_the_moe_backend_switch_only(setup: EngineSetup, moe_backend: str, tuned: bool):
+    plan, row = command(EngineSetup("plan", "triton")), command(setup)
+    assert row.moe_backend == moe_backend and row.argv.count("--moe-backend") == (moe_backend != "auto")
+    assert served.with_moe_backend(row.argv, None) == served.with_moe_backend(plan.argv, None)
+    assert (TUNED_ENV in row.env) == tuned
+    assert {k: v for k, v in row.env.items() if k != TUNED_ENV} == {k: v for k, v in plan.env.items() if k != TUNED_ENV}
+
+
+def test_with_moe_backend_replaces_both_spellings() -> None:
+    assert served.with_moe_backend(("m", "--moe-backend", "x", "--y"), "t") == ("m", "--y", "--moe-backend", "t")
+    assert served.with_moe_backend(("m", "--moe-backend=x"), None) == ("m",)
+    assert served.moe_backend_of(("m", "--moe-backend=x")) == "x" and served.moe_backend_of(("m",)) == "auto"
+
+
+def test_the_word_tokenizer_gives_one_token_per_word_and_decodes_any_id(tmp_path: Path) -> None:
+    from transformers import AutoTokenizer
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"vocab_size": 1000, "max_position_embeddings": 128}))
+    made = tokenizer.prepare_model_dir(model, tmp_path / "work")
+    assert tokenizer.prepare_model_dir(model, tmp_path / "work") == made  # made once, then reused
+    tok = AutoTokenizer.from_pretrained(made)
+    ids = [5, 999, 100, 42]
+    assert tok(tokenizer.words(ids), add_special_tokens=False)["input_ids"] == ids
+    assert tok.decode(ids) == "w5 w999 w100 w42" and len(tok) == 1000
+
+
+def test_start_durations_read_vllms_own_lines() -> None:
+    log = "\n".join([
+        "(EngineCore pid=1) INFO [default_loader.py:1] Loading weights took 3.10 seconds",
+        "INFO [gpu_model_runner.py:2] Model loading took 29.01 GiB memory and 3.55 seconds",
+        "INFO [backends.py:3] Compiling a graph for compile range (1, 8192) takes 20.50 s",
+        "INFO [backends.py:3] Compiling a graph for compile range (1, 1) takes 1.50 s",
+        "INFO [monitor.py:4] torch.compile takes 36.70 s in total",
+        "INFO [gpu_model_runner.py:5] Graph capturing finished in 8 secs, took 0.51 GiB",
+        "INFO [core.py:6] init engine (profile, create kv cache, warmup model) took 60.10 seconds",
+    ])  # fmt: skip
+    assert start_durations(log) == {
+        "weights_s": 3.1, "model_load_s": 3.55, "graph_compile_s": 22.0, "torch_compile_total_s": 36.7,
+        "cuda_graphs_s": 8.0, "init_engine_s": 60.1,
+    }  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------ the load generator
+
+
+class _Streams(http.server.BaseHTTPRequestHandler):
+    """Streams N token lines 20 ms apart, in either wire format; the path picks it."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.send_response(200)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        n = body["max_tokens"]
+        lines = []
+        for i in range(n):
+            if self.path == "/sse":
+                lines.append("data: " + json.dumps({"choices": [{"text": f" w{i}"}]}))
+            else:
+                lines.append(json.dumps({"token": {"id": i, "text": f" w{i}"}, "generated_text": None}))
+        if self.path == "/sse":
+            lines += ["data: " + json.dumps({"choices": [], "usage": {"completion_tokens": n}}), "data: [DONE]"]
+        for line in lines:
+            chunk = (line + "\n\n" if self.path == "/sse" else line + "\n").encode()
+            self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+            self.wfile.flush()
+            time.sleep(0.02)
+        self.wfile.write(b"0\r\n\r\n")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def stream_server() -> Iterator[int]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Streams)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+
+
+@pytest.mark.parametrize(("path", "wire"), [("/sse", "sse"), ("/jsonl", "jsonlines")])
+def test_run_batch_times_every_stream_and_counts_its_tokens(stream_server: int, path: str, wire: str) -> None:
+    results, wall = httpload.run_batch(stream_server, path, [{"max_tokens": 5}] * 4, wire)
+    assert [r.status for r in results] == [200] * 4 and all(not r.error for r in results)
+    assert [r.num_output_tokens for r in results] == [5] * 4
+    for r in results:
+        timing = r.timing()
+        assert 0 <= timing["ttft_s"] < timing["ttft_s"] + 0.07 <= timing["last_token_ts"] - r.submit_ts
+    assert wall >= 0.08
+
+
+def test_an_error_line_in_a_stream_is_reported_not_counted() -> None:
+    with pytest.raises(RuntimeError, match="error line"):
+        httpload._tokens_in(json.dumps({"code": 503, "error": "engine stopped"}), "jsonlines")
+    with pytest.raises(RuntimeError, match="error event"):
+        httpload._tokens_in('data: {"error": {"message": "x"}}', "sse")
+
+
+# ------------------------------------------------------------------------------------ the whole harness, CPU
+
+
+@pytest.mark.e2e
+def test_the_served_harness_measures_the_tiny_model_on_the_cpu_engine(tmp_path: Path) -> None:
+    from entrypoint.model.tiny_model import ensure_tiny_model
+    from entrypoint.run_local import CPU_ENV_DEFAULTS, tiny_model_dir
+
+    model = ensure_tiny_model(tiny_model_dir(dict(os.environ)))
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "benchmarks.e2e", "run", "--models", str(model), "--backends", "plan",
+            "--conc", "1,2", "--input-len", "16", "--output-len", "8", "--long-input-len", "0", "--reps", "1",
+            "--stream-check", "2:16:8:1", "--out-dir", str(out), "--work-dir", str(tmp_path / "work"),
+            "--budget-s", "400"]  # fmt: skip
+    done = subprocess.run(argv, cwd=REPO, env={**os.environ, **CPU_ENV_DEFAULTS}, capture_output=True, text=True,
+                          timeout=500)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = list(csv.DictReader((out / "h200_e2e.csv").open()))
+    assert [(r["conc"], r["status"], r["compile"]) for r in rows] == [("1", "ok", "default"), ("2", "ok", "default")]
+    assert all(float(r["decode_tps_best"]) > 0 for r in rows)
+    ways = {r["way"]: r for r in csv.DictReader((out / "stream_check.csv").open())}
+    assert set(ways) == {"lmi_jsonlines_invocations", "openai_sse_invocations", "openai_sse_v1_completions"}
+    assert all(r["failed"] == "0" and float(r["output_tps_median"]) > 0 for r in ways.values())

@@ -1,0 +1,137 @@
+"""Our fused-MoE kernels compile for sm_90 with the H200's Triton (3.6.0), on a machine with no GPU.
+
+The CPU interpreter runs the numerics tests but accepts code the compiler refuses; this runs every
+launch of ops/fused_moe_fp8_aot.py's cases through Triton 3.6's real compiler (target cuda:90,
+GPU hidden) in a subprocess: TRITON_INTERPRET must be unset there, and build/triton-3.6.0 (made by
+`make triton-aot-env`) must shadow .venv's Triton (tests/triton36.py).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests import triton36
+from tests.conftest_paths import REPO
+
+SCRIPT = """
+import json, sys, triton
+from ops import fused_moe_fp8_aot as A
+assert triton.__version__ == "3.6.0", triton.__version__
+if len(sys.argv) > 1:  # the control: a kernel the compiler must refuse
+    import triton.language as tl
+    from ops import fp8_quant as Q
+    Q.FP8_MAX = 448.0  # a plain float global: the interpreter accepts it, the compiler does not
+print(json.dumps(A.compile_all()))
+"""
+
+
+def _compile(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", SCRIPT, *extra], env=triton36.env(tmp_path), cwd=REPO, capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+
+
+def _script_json(tmp_path: Path, script: str) -> dict:
+    """Run `script` under Triton 3.6 (tests/triton36.py) and parse the JSON of its last output line."""
+    proc = subprocess.run([sys.executable, "-c", script], env=triton36.env(tmp_path), cwd=REPO, capture_output=True,
+                          text=True, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_every_launch_compiles_for_sm90(tmp_path):
+    from ops.fused_moe_fp8_aot import CASES
+
+    proc = _compile(tmp_path)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    # PAIR cases launch 2 kernels, SCAN cases 3
+    assert result["launches"] == sum(2 if c[1] == 1 else 3 for c in CASES)
+
+
+def test_the_compile_check_catches_what_the_interpreter_accepts(tmp_path):
+    proc = _compile(tmp_path, "break")
+    assert proc.returncode != 0
+    assert "FP8_MAX" in proc.stderr
+
+
+PRECISE_SCRIPT = """
+import json, re
+from triton.runtime.driver import driver
+from ops import fused_moe_fp8_aot as A
+from kernels.aot import Sm90Driver
+from benchmarks.device.diag_block_dynamic import fp8_accumulation
+driver.set_active(Sm90Driver())
+seen = {}
+for precise in (False, True, False):  # back to the default: the switch must not stick
+    with fp8_accumulation(precise):
+        kernel, grid, args, kwargs = A.launches(A.CASES[2])[0]  # DeepSeek-V3 block dynamic, GEMM1
+        ttgir = kernel.warmup(*args, grid=grid, **kwargs).asm["ttgir"]
+    seen.setdefault(str(precise), []).append(sorted(set(re.findall(r"maxNumImpreciseAcc = (\\d+)", ttgir))))
+print(json.dumps(seen))
+"""
+
+
+def test_the_block_dynamic_diagnostic_really_switches_fp8_accumulation(tmp_path):
+    """benchmarks/device/diag_block_dynamic.py compares Triton's default (imprecise) FP8 accumulation on sm_90
+    with precise accumulation: the second compile must differ, and the default must come back after it."""
+    seen = _script_json(tmp_path, PRECISE_SCRIPT)
+    assert seen["False"] == [[str(2**30)], [str(2**30)]]  # Triton 3.6's sm_90 default, before and after
+    assert seen["True"] == [[]]  # precise: no imprecise-accumulation attribute on the dots
+
+
+DIVISION_SCRIPT = """
+import json, re
+from triton.runtime.driver import driver
+from ops import fused_moe_fp8_aot as A
+from kernels.aot import Sm90Driver
+driver.set_active(Sm90Driver())
+found = {}
+for name in ("qwen3-m1-pair-tensor-dynamic", "dsv3-m1-pair-block-dynamic", "qwen3-m64-scan-tensor-dynamic"):
+    case = next(c for c in A.CASES if c[0] == name)
+    kernel, grid, args, kwargs = A.launches(case)[1]  # GEMM2: quantises act, no SiLU (whose `/` may be fast)
+    ptx = kernel.warmup(*args, grid=grid, **kwargs).asm["ptx"]
+    found[name] = dict(div=sorted(set(re.findall(r"\\b(div\\.[a-z0-9.]+)", ptx))), fma=ptx.count("fma.rn.f32"))
+print(json.dumps(found))
+"""
+
+
+def test_quantisation_uses_the_correction_step_not_a_division_subroutine_on_sm90(tmp_path):
+    """ops/fp8_quant.py: x / scale is an approximate reciprocal plus fused-multiply-add corrections (exact,
+    tests/ops/test_fp8_quant.py), never tl.div_rn (a subroutine per element: 2-3× slower kernels on the H200)."""
+    for name, seen in _script_json(tmp_path, DIVISION_SCRIPT).items():
+        assert not any(d.startswith("div.rn.") for d in seen["div"]) and seen["fma"] > 0, f"{name}: {seen}"
+
+
+PDL_SCRIPT = """
+import json
+from triton.runtime.driver import driver
+from ops import fused_moe_fp8_aot as A
+from ops.fused_moe_fp8 import MoEKernelConfig
+from kernels.aot import Sm90Driver
+driver.set_active(Sm90Driver())
+case = next(c for c in A.CASES if c[0] == "qwen3-m1-pair-tensor-dynamic")
+found = {}
+for pdl in (True, False):
+    cfg = MoEKernelConfig(pair_mode=True, block_n1=32, block_n2=32, split_k=4, split_k2=2, pdl=pdl)
+    for name, (kernel, grid, args, kwargs) in zip(("gemm1", "gemm2"), A.launches(case, cfg), strict=True):
+        ptx = kernel.warmup(*args, grid=grid, **kwargs).asm["ptx"]
+        marks = ("griddepcontrol.launch_dependents", "prefetch.global.L2", "griddepcontrol.wait")
+        found[f"{name}/{pdl}"] = dict(launch_pdl=bool(kwargs.get("launch_pdl")), at={m: ptx.find(m) for m in marks})
+print(json.dumps(found))
+"""
+
+
+def test_gemm2_prefetches_then_waits_under_pdl_and_not_without(tmp_path):
+    """PDL (ops/fused_moe_fp8_kernels.py): GEMM1 lets GEMM2 launch early; GEMM2 is launched with launch_pdl,
+    prefetches its W2 slice, and waits for GEMM1 before anything else; pdl=False compiles none of it."""
+    found = _script_json(tmp_path, PDL_SCRIPT)
+    g1, g2 = found["gemm1/True"], found["gemm2/True"]
+    assert g1["at"]["griddepcontrol.launch_dependents"] >= 0 and not g1["launch_pdl"]
+    assert g2["launch_pdl"] and 0 <= g2["at"]["prefetch.global.L2"] < g2["at"]["griddepcontrol.wait"]
+    for name in ("gemm1/False", "gemm2/False"):
+        assert not found[name]["launch_pdl"] and set(found[name]["at"].values()) == {-1}, found[name]

@@ -1,0 +1,69 @@
+"""The wheel of this project holds exactly what the image ships: entrypoint (and its subpackages),
+sagemaker_deploy and kernels with its tuned configs; never tools, ops, benchmarks or tests.
+
+The image installs the project with `pip install --no-deps --no-build-isolation .` (docker/install_project.sh);
+this builds the same wheel the same way, from a copy of the checkout (so a stale build/lib cannot leak files into
+it and nothing is written into the working tree), and reads its file list.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from tests.conftest_paths import REPO
+from tests.docker.build_context import checkout_files
+
+SHIPPED = ("entrypoint", "sagemaker_deploy", "kernels")
+NEVER = ("tools", "ops", "benchmarks", "tests")
+DIST_INFO = re.compile(r"^moe_serving-[^/]+\.dist-info/")
+
+
+@pytest.fixture(scope="module")
+def wheel_files(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
+    src, out = tmp_path_factory.mktemp("src"), tmp_path_factory.mktemp("wheel")
+    for rel in checkout_files():
+        if rel.endswith(".whl"):  # wheels staged for the image build (docker/wheels/) are not sources
+            continue
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / rel, src / rel)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", str(src), "-w", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    (wheel,) = out.glob("moe_serving-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        return set(archive.namelist())
+
+
+def _checkout(pattern: str) -> set[str]:
+    return {p for p in checkout_files() if re.fullmatch(pattern, p)}
+
+
+def test_the_wheel_holds_the_shipped_packages_and_nothing_else(wheel_files: set[str]) -> None:
+    tops = {name.split("/")[0] for name in wheel_files if not DIST_INFO.match(name)}
+    assert tops == set(SHIPPED)
+
+
+def test_no_module_of_tools_ops_benchmarks_or_tests_is_in_the_wheel(wheel_files: set[str]) -> None:
+    leaked = sorted(name for name in wheel_files if name.split("/")[0] in NEVER)
+    assert leaked == []
+
+
+def test_every_module_of_the_shipped_packages_is_in_the_wheel(wheel_files: set[str]) -> None:
+    # subpackages included: entrypoint's are picked up by pyproject's packages.find, not listed one by one
+    modules = _checkout(r"(entrypoint|sagemaker_deploy|kernels)/(.+/)?[^/]+\.py")
+    assert {"entrypoint/__main__.py", "kernels/aot.py", "kernels/triton_cache.py"} <= modules
+    assert modules - wheel_files == set()
+
+
+def test_the_tuned_configs_and_the_capability_tables_ship_as_package_data(wheel_files: set[str]) -> None:
+    data = _checkout(r"kernels/configs/[^/]+\.json") | _checkout(r"entrypoint/data/[^/]+\.json")
+    assert any(p.startswith("kernels/configs/E=") for p in data)
+    assert data - wheel_files == set()
