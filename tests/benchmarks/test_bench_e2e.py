@@ -68,9 +68,8 @@ def test_bad_arguments_are_refused_naming_the_option_and_what_is_accepted(
 
 
 def test_engine_args_and_timeouts_are_parsed_as_values() -> None:
-    args = cli.parse_run_args(
-        ["--engine-arg", "enable_flashinfer_autotune=false", "--timeout", "m:triton=12.5", "--long-input-len", "0"]
-    )
+    engine_args = ["--engine", "offline", "--engine-arg", "enable_flashinfer_autotune=false"]
+    args = cli.parse_run_args([*engine_args, "--timeout", "m:triton=12.5", "--long-input-len", "0"])
     assert args.engine_args == {"enable_flashinfer_autotune": False}
     assert args.timeouts["m:triton"] == 12.5
     assert all(w.input_len == 512 for w in args.workloads)
@@ -104,8 +103,9 @@ def test_the_tuned_file_prefix_follows_the_engines_split() -> None:
     assert spec.moe_shape(config, tp=8, expert_parallel=True).config_file_prefix() == "E=16,N=768,"
 
 
-def test_the_run_reads_the_split_from_its_engine_arguments(tmp_path: Path) -> None:
-    argv = ["--models", "qwen3-30b-a3b-fp8-static", "--backends", "triton_tuned", "--work-dir", str(tmp_path)]
+def test_the_offline_run_reads_the_split_from_its_engine_arguments(tmp_path: Path) -> None:
+    argv = ["--engine", "offline", "--models", "qwen3-30b-a3b-fp8-static", "--backends", "triton_tuned",
+            "--work-dir", str(tmp_path)]  # fmt: skip
     args = cli.parse_run_args([*argv, "--engine-arg", "tensor_parallel_size=2"])
     (job,) = cli.plan_jobs(args, None)
     assert job.shape.partition == (128, 384)
