@@ -183,7 +183,8 @@ def print_commands(jobs: Sequence[PlannedJob], base: Mapping[str, str]) -> None:
     for j in jobs:
         lines = describe_job(j, base)
         if lines:
-            print(f"  {j.model} {j.split} {j.setup.backend} ({j.options or 'no --option'}):")
+            name = " ".join(part for part in (j.model, j.split, j.setup.backend) if part)
+            print(f"  {name} ({j.options or 'no --option'}):")
             print("\n".join(lines))
 
 
