@@ -125,7 +125,10 @@ if [[ $PHASE == x8-* ]]; then
                            bake qwen3-235b-a22b:tp8
                            ARGS=(--models "$QWEN235" --backends plan "${X8[@]}" --reps 1 --output-len 32
                                  --start-breakdown plan --baked-cache "$BAKED") ;;
-    x8-deepseek-tp8ep8)    ARGS=(--models deepseek-v3-fp8-block --backends plan,auto "${X8[@]}"
+    x8-deepseek-tp8ep8)    # plan = auto = FlashInfer CUTLASS on block FP8 under EP, which the offline bundle's pruned
+                           # fused_moe_90 cannot load (seen 2026-11-30 on the block control): triton first, so EP
+                           # through the resolver's argv is measured whatever the plan row does
+                           ARGS=(--models deepseek-v3-fp8-block --backends triton,plan,auto "${X8[@]}"
                                  --option enable_expert_parallel=true) ;;
     x8-deepseek-tp8)       ARGS=(--models deepseek-v3-fp8-block --backends plan,auto "${X8[@]}") ;;
     x8-qwen235-tp4)        ARGS=(--models "$QWEN235,qwen3-235b-a22b-fp8-block" --backends plan,auto "${X8[@]}"
@@ -134,7 +137,8 @@ if [[ $PHASE == x8-* ]]; then
                                  --option tensor_parallel_degree=4) ;;
     x8-maverick-tp8)       # plan = auto (CUTLASS for channel x token): triton_tuned reads our TP8 tiles
                            ARGS=(--models llama-4-maverick-fp8 --backends plan,auto,triton_tuned "${X8[@]}") ;;
-    x8-qwen235-block-tp8ep8) ARGS=(--models qwen3-235b-a22b-fp8-block --backends plan,auto "${X8[@]}"
+    x8-qwen235-block-tp8ep8) # as x8-deepseek-tp8ep8: triton first, the plan (FlashInfer CUTLASS block) after
+                           ARGS=(--models qwen3-235b-a22b-fp8-block --backends triton,plan,auto "${X8[@]}"
                                  --option enable_expert_parallel=true) ;;
     *) echo "e2e.sh: unknown phase '$PHASE'" >&2; exit 2 ;;
   esac

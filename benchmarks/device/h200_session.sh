@@ -101,10 +101,11 @@ x8_step() {  # x8_step QUEUE PHASE MIN_S MAX_S [GPUS]: one e2e.sh x8 phase, its 
 # expert parallelism through the resolver's argv (one engine: plan = auto), the baked cache on every rank and the
 # cold / warm / copied / baked starts, DeepSeek's TP8 tiles against vLLM's, the two TP4 models side by side, then
 # Maverick (the architecture least sure to load) and the block control at EP8. MIN_S: one engine measured whole.
+# The EP phases measure triton first: their plan (FlashInfer CUTLASS block) needs an unpruned FlashInfer module.
 queue_x8() {
   local q=$1
   x8_step "$q" x8-qwen235-tp8 600 1200
-  x8_step "$q" x8-deepseek-tp8ep8 450 800
+  x8_step "$q" x8-deepseek-tp8ep8 450 1000
   x8_step "$q" x8-qwen235-tp8-start 700 1300
   x8_step "$q" x8-deepseek-tp8 600 1300
   # Side by side on the two halves (queue Y has its own folder and work dir); the queue goes on when both end.
@@ -112,7 +113,7 @@ queue_x8() {
   x8_step Y x8-mixtral8x22-tp4 600 1100 4,5,6,7 &
   wait
   x8_step "$q" x8-maverick-tp8 500 1200
-  x8_step "$q" x8-qwen235-block-tp8ep8 400 700
+  x8_step "$q" x8-qwen235-block-tp8ep8 400 900
 }
 
 queue_x4() {  # PLAN=x8 on 4 GPUs: the TP4 phases, one after the other

@@ -163,13 +163,13 @@ PHASE_SPLITS = {
     "x8-qwen235-tp8": ["qwen3-235b-a22b-fp8-static tp8 plan", "qwen3-235b-a22b-fp8-static tp8 auto",
                        "qwen3-235b-a22b-fp8-block plan", "qwen3-235b-a22b-fp8-block auto"],  # refused: plan_error
     "x8-qwen235-tp8-start": ["qwen3-235b-a22b-fp8-static tp8 plan"],
-    "x8-deepseek-tp8ep8": ["deepseek-v3-fp8-block tp8ep8 plan"],
+    "x8-deepseek-tp8ep8": ["deepseek-v3-fp8-block tp8ep8 triton", "deepseek-v3-fp8-block tp8ep8 plan"],
     "x8-deepseek-tp8": ["deepseek-v3-fp8-block tp8 plan", "deepseek-v3-fp8-block tp8 auto"],
     "x8-qwen235-tp4": ["qwen3-235b-a22b-fp8-static tp4 plan", "qwen3-235b-a22b-fp8-static tp4 auto",
                        "qwen3-235b-a22b-fp8-block tp4 plan"],
     "x8-mixtral8x22-tp4": ["mixtral-8x22b-fp8-static tp4 plan", "mixtral-8x22b-fp8-static tp4 auto"],
     "x8-maverick-tp8": ["llama-4-maverick-fp8 tp8 plan", "llama-4-maverick-fp8 tp8 triton_tuned"],
-    "x8-qwen235-block-tp8ep8": ["qwen3-235b-a22b-fp8-block tp8ep8 plan"],
+    "x8-qwen235-block-tp8ep8": ["qwen3-235b-a22b-fp8-block tp8ep8 triton", "qwen3-235b-a22b-fp8-block tp8ep8 plan"],
 }  # fmt: skip
 
 
