@@ -58,6 +58,14 @@ SPLITS = [
     pytest.param("mixtral-8x22b-fp8-static", TP4, "tp4", "triton", "E=8,N=4096,device_name=NVIDIA_H200,"
                  "dtype=fp8_w8a8.json", id="Mixtral-8x22B static at TP4: Triton + TP4 tiles"),
     pytest.param("llama-4-maverick-fp8", {}, "tp8", None, "", id="Maverick FP8 channel x token: vLLM's CUTLASS"),
+    # the other splits of each model (not phases of the 8-GPU plan, but what a user may set)
+    pytest.param("qwen3-235b-a22b-fp8-static", EP, "tp8ep8", "triton", "", id="Qwen3-235B static EP8: no E=16 file"),
+    pytest.param("deepseek-v3-fp8-block", TP4, "tp4", None, "", id="DeepSeek-V3 TP4: no E=256,N=512 block file"),
+    pytest.param("mixtral-8x22b-fp8-static", {}, "tp8", "triton", "E=8,N=2048,device_name=NVIDIA_H200,"
+                 "dtype=fp8_w8a8.json", id="Mixtral-8x22B static TP8: the TP8 tiles"),
+    pytest.param("mixtral-8x22b-fp8-static", EP, "tp8ep8", "triton", "", id="Mixtral-8x22B EP8: one expert a GPU"),
+    pytest.param("llama-4-maverick-fp8", TP4, "tp4", None, "", id="Maverick TP4"),
+    pytest.param("llama-4-maverick-fp8", EP, "tp8ep8", None, "", id="Maverick EP8"),
 ]  # fmt: skip
 
 
