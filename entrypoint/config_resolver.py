@@ -128,6 +128,38 @@ def _environment_checks(model: ModelDescription, caps: VllmCapabilities, environ
     return reasons
 
 
+def _block_split_fits(width: int, block: tuple[int, int], tp: int, expert_parallel: bool) -> bool:
+    """vLLM's check on block-FP8 MoE weights (0.26 fp8.py / compressed_tensors_moe_w8a8_fp8.py create_weights,
+    0.32 fp8_utils.validate_fp8_block_shape_moe): each rank's expert width must be whole blocks of block_n, and of
+    block_k under tensor parallelism (tp_size is the engine's TP size, expert parallel or not)."""
+    _, n = moe_partition(1, width, tp, expert_parallel)
+    block_n, block_k = block
+    return n % block_n == 0 and (tp == 1 or n % block_k == 0)
+
+
+def _check_block_fp8_split(
+    settings: Settings, model: ModelDescription, engine: EngineArgs, gpus: GpuInventory, caps: VllmCapabilities
+) -> None:
+    """Refuse a TP split vLLM refuses after minutes of start: block-FP8 experts cut through a block."""
+    moe, quant = model.moe, model.quantization
+    if moe is None or gpus.is_cpu or not quant.is_fp8 or quant.block_shape is None:
+        return
+    width, block, tp = moe.expert_intermediate_size, quant.block_shape, engine.tensor_parallel_size
+    if _block_split_fits(width, block, tp, engine.expert_parallel):
+        return
+    key = "tensor_parallel_degree" if "tensor_parallel_degree" in settings.options else "tensor_parallel_size"
+    fits = [str(t) for t in (1, 2, 4, 8) if t <= max(gpus.count, 1) and _block_split_fits(width, block, t, False)]
+    if not engine.expert_parallel and _block_split_fits(width, block, tp, True):
+        fits.append("option.enable_expert_parallel=true (each GPU holds whole experts)")
+    raise ConfigError(
+        settings.option_label(key),
+        str(tp),
+        f"the checkpoint's {width}-wide experts split {tp} ways leave {width // tp} columns per GPU, not whole "
+        f"{block[0]}x{block[1]} FP8 blocks; vLLM {caps.version} refuses that when it creates the MoE weights",
+        fits,
+    )
+
+
 def _check_moe_kernel(settings: Settings) -> None:
     if settings.moe_kernel is MoeKernel.PROJECT:
         raise ConfigError(
@@ -160,6 +192,7 @@ def resolve(
         )
     _check_moe_kernel(settings)
     engine = build_engine_args(settings.options, settings.server, caps, gpus)
+    _check_block_fp8_split(settings, model, engine, gpus, caps)
     reasons = [*context_reasons, *engine.notes]
     choice = _choose_backend(settings, model, gpus, caps, engine)
     switch = render_backend_switch(choice.passed, caps)

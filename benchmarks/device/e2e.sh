@@ -5,6 +5,10 @@
 #
 # usage (repo root, on the GPU host):  bash benchmarks/device/e2e.sh [PHASE]
 #   PHASE  qwen (default) | qwen-start | nemotron | mixtral | control | fi-diag | all   (see docs/e2e-bench.md)
+#          8 x H200 (issue 16; docs/h200-runbook.md "8 × H200"): x8-qwen235-tp8 | x8-qwen235-tp8-start |
+#          x8-deepseek-tp8ep8 | x8-deepseek-tp8 | x8-qwen235-tp4 | x8-mixtral8x22-tp4 | x8-maverick-tp8 |
+#          x8-qwen235-block-tp8ep8: plan vs vLLM auto, conc 1/8/64/128 at 512 in / 256 out + a 4096-token row,
+#          planned for the GPUs this process sees (--plan-num-gpus; TP8 phases need 8, TP4 phases 4)
 #          qwen also times the plan's start from empty, warm, copied and baked caches (start_breakdown.csv;
 #          the baked Triton cache is made first by `kernels.aot bake` for the Qwen3 shape) and runs the
 #          streaming-at-load check (stream_check.csv: LMI jsonlines / OpenAI SSE on /invocations / /v1/completions)
@@ -18,6 +22,11 @@
 #          VLLM_SITE where the offline vLLM 0.26 bundle is unpacked (default /root/site)
 #          VLLM_PIECES  pieces dir of the offline bundle; installed first if VLLM_SITE lacks .ok
 #          BAKED_CACHE  (qwen) a `python -m kernels.aot bake --shapes qwen3-30b-a3b:tp1` cache, at its baked path
+#                    (x8-qwen235-tp8-start: --shapes qwen3-235b-a22b:tp8)
+#          GPUS      how many GPUs the phase may use (default: CUDA_VISIBLE_DEVICES's entries, else nvidia-smi's)
+#          PLAN_VLLM_VERSION  plan for this vLLM (--plan-vllm-version; default the installed one, 0.26 on the host)
+#          DRY_RUN=1 plan only: the harness prints each row's server argv and environment (--dry-run), no bake,
+#                    no GPU needed (tests/benchmarks/test_h200_session.py runs every x8 phase this way)
 # Every engine runs in its own subprocess with its own timeout; the harness writes what it has after each
 # engine, so a killed or over-budget run still leaves its CSV.
 # shellcheck disable=SC2054  # the commas are inside values (--backends a,b), not array separators
@@ -32,6 +41,24 @@ SITE=${VLLM_SITE:-/root/site}
 HERE=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$OUT"
 cd "$HERE" || exit 1
+# shellcheck source=benchmarks/device/multicast_off.sh
+source "$HERE/benchmarks/device/multicast_off.sh"
+DRY=()
+[ "${DRY_RUN:-0}" = 1 ] && DRY=(--dry-run)
+
+visible_gpus() {
+  if [ -n "${GPUS:-}" ]; then echo "$GPUS"
+  elif [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c .
+  else nvidia-smi -L 2>/dev/null | grep -c '^GPU '
+  fi
+}
+
+bake() {  # bake SHAPES: the image's baked Triton cache for these shapes, made here with this host's Triton
+  BAKED=${BAKED_CACHE:-$WORK/baked-triton}
+  [ "${DRY_RUN:-0}" = 1 ] && return 0
+  [ -d "$BAKED" ] || timeout "${BAKE_TIMEOUT_S:-240}" python3 -m kernels.aot bake --cache-dir "$BAKED" \
+    --shapes "$1" --workers "$(nproc)" >"$OUT/aot_bake.log" 2>&1 || echo "bake failed" >&2
+}
 
 if [ ! -f "$SITE/.ok" ] && [ -n "${VLLM_PIECES:-}" ]; then
   bash "$VLLM_PIECES/host_install.sh" "$VLLM_PIECES" "$(dirname "$SITE")" || exit 1
@@ -43,20 +70,17 @@ export PYTHONUNBUFFERED=1
 # plan vs auto (vLLM's own choice) vs triton on vLLM's default tiles (what LMI v28/v29 run: they carry vLLM PR
 # #50040), 512 in / 256 out, best and median of 3.
 COMMON=(--out-dir "$OUT" --work-dir "$WORK" --budget-s "$BUDGET_S" --reps 3 --output-len 256 --plan-gpu H200)
+[ -n "${PLAN_VLLM_VERSION:-}" ] && COMMON+=(--plan-vllm-version "$PLAN_VLLM_VERSION")
 SERVED=(--backends plan,auto,triton --conc 1,8,16,32,64 --long-conc 1)
 case "$PHASE" in
   qwen)      # The image's baked Triton cache for this shape (BAKED_CACHE: one made elsewhere by the same command, at
              # the path it is read from here, as the image's aot stage makes it without a GPU), else baked now.
-             BAKED=${BAKED_CACHE:-$WORK/baked-triton}
-             [ -d "$BAKED" ] || timeout 240 python3 -m kernels.aot bake --cache-dir "$BAKED" \
-               --shapes qwen3-30b-a3b:tp1 --workers "$(nproc)" >"$OUT/aot_bake.log" 2>&1 || echo "bake failed" >&2
+             bake qwen3-30b-a3b:tp1
              ARGS=(--models qwen3-30b-a3b-fp8-static "${SERVED[@]}" --warm-restart plan --start-breakdown plan
                    --baked-cache "$BAKED" --stream-check 64:512:256:3) ;;
   qwen-start)  # the plan's start only, from empty / warm / copied / baked caches; the bake runs here, with this
              # host's Triton (a cache baked elsewhere with another Triton build misses: docs/results/e2e.md)
-             BAKED=${BAKED_CACHE:-$WORK/baked-triton}
-             [ -d "$BAKED" ] || timeout 240 python3 -m kernels.aot bake --cache-dir "$BAKED" \
-               --shapes qwen3-30b-a3b:tp1 --workers "$(nproc)" >"$OUT/aot_bake.log" 2>&1 || echo "bake failed" >&2
+             bake qwen3-30b-a3b:tp1
              ARGS=(--models qwen3-30b-a3b-fp8-static --backends plan --conc 1 --reps 1 --long-input-len 0
                    --warm-restart plan --start-breakdown plan --baked-cache "$BAKED") ;;
   nemotron)  ARGS=(--models nemotron-3-nano-30b-a3b-fp8 "${SERVED[@]}") ;;
@@ -72,12 +96,59 @@ case "$PHASE" in
   all)       ARGS=(--models qwen3-30b-a3b-fp8-static,nemotron-3-nano-30b-a3b-fp8,mixtral-8x7b-fp8-static,qwen3-30b-a3b-fp8-block
                    --backends auto,triton,triton_tuned,plan,flashinfer_cutlass --conc 1,8,16,32,64
                    --warm-restart triton) ;;
-  *) echo "e2e.sh: unknown phase '$PHASE'; accepted: qwen qwen-start nemotron mixtral control fi-diag all" >&2; exit 2 ;;
+  x8-*)      ARGS=() ;;  # below
+  *) echo "e2e.sh: unknown phase '$PHASE'; accepted: qwen qwen-start nemotron mixtral control fi-diag all x8-..." >&2
+     exit 2 ;;
 esac
 
+# 8 x H200 (issue 16). Every phase: the plan (what `serve` runs) vs vLLM's own choice, one model or split per
+# phase, in the order of docs/h200-runbook.md. The image default tensor_parallel_degree=max gives TP8 on 8 GPUs;
+# the TP4 phases say tensor_parallel_degree=4 (as a user on ml.p5e.48xlarge would) and run on 4 GPUs (the session
+# runs the two side by side on GPUs 0-3 and 4-7). NCCL logs the NCCL_* settings it read (NCCL_DEBUG_SUBSYS=ENV:
+# logging only) so every row shows them next to the planned ones.
+if [[ $PHASE == x8-* ]]; then
+  need=8
+  [[ $PHASE == *-tp4 ]] && need=4
+  have=$(visible_gpus)
+  if ((have < need)); then
+    echo "e2e.sh: phase $PHASE needs $need GPUs, this process sees $have" >&2
+    exit 3
+  fi
+  export NCCL_DEBUG=${NCCL_DEBUG:-INFO} NCCL_DEBUG_SUBSYS=${NCCL_DEBUG_SUBSYS:-ENV}
+  X8=(--conc 1,8,64,128 --long-conc 1 --job-timeout-s "${JOB_TIMEOUT_S:-900}" --plan-num-gpus "$have")
+  QWEN235=qwen3-235b-a22b-fp8-static
+  case "$PHASE" in
+    x8-qwen235-tp8)        # the block control rows are plan_error: vLLM refuses 1536/8 = 192 columns per GPU
+                           ARGS=(--models "$QWEN235,qwen3-235b-a22b-fp8-block" --backends plan,auto "${X8[@]}") ;;
+    x8-qwen235-tp8-start)  # cold (a short measured run: one rep, 32 tokens out) / warm / copied / baked starts;
+                           # the baked one then probes every workload shape for JIT after start, per rank
+                           bake qwen3-235b-a22b:tp8
+                           ARGS=(--models "$QWEN235" --backends plan "${X8[@]}" --reps 1 --output-len 32
+                                 --start-breakdown plan --baked-cache "$BAKED") ;;
+    x8-deepseek-tp8ep8)    # plan = auto = FlashInfer CUTLASS on block FP8 under EP, which the offline bundle's pruned
+                           # fused_moe_90 cannot load (seen 2026-11-30 on the block control): triton first, so EP
+                           # through the resolver's argv is measured whatever the plan row does
+                           ARGS=(--models deepseek-v3-fp8-block --backends triton,plan,auto "${X8[@]}"
+                                 --option enable_expert_parallel=true) ;;
+    x8-deepseek-tp8)       ARGS=(--models deepseek-v3-fp8-block --backends plan,auto "${X8[@]}") ;;
+    x8-qwen235-tp4)        ARGS=(--models "$QWEN235,qwen3-235b-a22b-fp8-block" --backends plan,auto "${X8[@]}"
+                                 --option tensor_parallel_degree=4) ;;
+    x8-mixtral8x22-tp4)    ARGS=(--models mixtral-8x22b-fp8-static --backends plan,auto "${X8[@]}"
+                                 --option tensor_parallel_degree=4) ;;
+    x8-maverick-tp8)       # plan = auto (CUTLASS for channel x token): triton_tuned reads our TP8 tiles
+                           ARGS=(--models llama-4-maverick-fp8 --backends plan,auto,triton_tuned "${X8[@]}") ;;
+    x8-qwen235-block-tp8ep8) # as x8-deepseek-tp8ep8: triton first, the plan (FlashInfer CUTLASS block) after
+                           ARGS=(--models qwen3-235b-a22b-fp8-block --backends triton,plan,auto "${X8[@]}"
+                                 --option enable_expert_parallel=true) ;;
+    *) echo "e2e.sh: unknown phase '$PHASE'" >&2; exit 2 ;;
+  esac
+fi
+
 LOG="$OUT/e2e_console.log"
-nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>&1 | tee "$LOG"
-python3 -m benchmarks.e2e run "${COMMON[@]}" "${ARGS[@]}" 2>&1 | tee -a "$LOG"
+if [ "${DRY_RUN:-0}" = 1 ]; then : >"$LOG"
+else nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>&1 | tee "$LOG"
+fi
+python3 -m benchmarks.e2e run "${COMMON[@]}" "${ARGS[@]}" "${DRY[@]}" 2>&1 | tee -a "$LOG"
 rc=${PIPESTATUS[0]}
 if [ "$PHASE" = mixtral ]; then
   gzip -c "$WORK/mixtral-8x7b-fp8-static.auto.cold.log" >"$OUT/fi_auto.log.gz" 2>/dev/null || true

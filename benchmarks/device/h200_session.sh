@@ -1,5 +1,6 @@
 #!/bin/bash
-# What is owed to an H200 in ONE lease of ≤ 30 device minutes, on one or two GPUs (now: issue 14).
+# What is owed to an H200 in ONE lease of ≤ 30 device minutes: PLAN=h200 (default) on one or two GPUs (issue 14),
+# PLAN=x8 on 8 GPUs of one host (issue 16; on 4 GPUs it runs the TP4 phases only).
 #
 # A device call lasts ≤ 10 min and a machine idle 30 s is given back, so the work runs in two background
 # queues (setsid: they outlive the call that started them) and later calls only wait and collect:
@@ -12,6 +13,11 @@
 # default 1500 s) and is cut at the deadline, so a short lease still returns the first steps of each queue.
 #   A: e2e nemotron → e2e mixtral (served configuration: plan / auto / triton)
 #   B: qwen-start (plan's start from empty / warm / copied / baked caches, bake made here) → own kernels check
+# PLAN=x8: one queue X on all 8 GPUs, the e2e.sh x8-* phases in priority order (docs/h200-runbook.md "8 × H200"):
+#   x8-qwen235-tp8 → x8-deepseek-tp8ep8 → x8-qwen235-tp8-start → x8-deepseek-tp8 → x8-qwen235-tp4 on GPUs 0-3
+#   beside x8-mixtral8x22-tp4 on GPUs 4-7 (queue Y) → x8-maverick-tp8 → x8-qwen235-block-tp8ep8;
+#   X8_STEPS="a b" runs only those (a later lease picks up what the first did not reach).
+# Every step runs with NVLink multicast off (benchmarks/device/multicast_off.sh), logged at the top of its console.
 # The queues run from a copy of the repo under $RUN_DIR/repo (later calls re-send the working tree).
 # `wait` copies into $OUT (≤ 8 files come back): A.tar.gz and B.tar.gz (every step's results + logs) and
 # status.txt (one line per step: rc, seconds). Unpack the tars here and file the numbers (RUNS.md files).
@@ -19,12 +25,23 @@
 #      ~120 s), FORCE=1 (restart a run in progress), VLLM_SITE (/root/site), WORKERS (compile
 #      processes per queue; default a quarter of the cores so the e2e queue keeps its CPU), DRY_RUN=1 (print
 #      and time the steps with `sleep 1` instead of running them: tests/benchmarks/test_h200_session.py), GPUS (how many
-#      GPUs to use; default: what nvidia-smi lists).
+#      GPUs to use; default: what nvidia-smi lists), PLAN (h200 | x8), X8_STEPS (x8: the steps to run; default all).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=benchmarks/device/multicast_off.sh
+source "$HERE/benchmarks/device/multicast_off.sh"
+PLAN=${PLAN:-h200}
+QUEUE_NAMES=(A B X Y)
 RUN_DIR=${RUN_DIR:-/root/h200-session}
 DEADLINE_S=${DEADLINE_S:-1500}
 SITE=${VLLM_SITE:-/root/site}
+
+multicast_state() {
+  local k
+  for k in NCCL_NVLS_ENABLE TORCH_SYMM_MEM_DISABLE_MULTICAST NVSHMEM_DISABLE_NVLS VLLM_FLASHINFER_ALLREDUCE_BACKEND; do
+    printf '%s=%s ' "$k" "${!k:-unset}"
+  done
+}
 
 step() {  # step QUEUE NAME MIN_S MAX_S CMD... : run CMD if MIN_S are left, cut at min(MAX_S, time left)
   local queue=$1 name=$2 min_s=$3 max_s=$4
@@ -38,15 +55,16 @@ step() {  # step QUEUE NAME MIN_S MAX_S CMD... : run CMD if MIN_S are left, cut 
   fi
   local limit=$((left < max_s ? left : max_s)) t0=$SECONDS rc
   echo "[$(date -u +%H:%M:%S)] $queue $name: start (limit ${limit}s)" >>"$RUN_DIR/$queue/queue.log"
+  echo "multicast: $(multicast_state)" >"$dir/console.log"
   if [ "${DRY_RUN:-0}" = 1 ]; then
-    echo "DRY_RUN OUT=$dir $*" >"$dir/console.log"
+    echo "DRY_RUN OUT=$dir $*" >>"$dir/console.log"
     sleep 1
     rc=0
   else
     # STEP_LIMIT_S: a step may get less than its maximum; the e2e harness then shortens its own budget so it
     # stops (and writes what it has) before `timeout` fires.
     OUT=$dir WORK_DIR="$RUN_DIR/work-$queue" STEP_LIMIT_S=$limit timeout --kill-after=15 "$limit" "$@" \
-      >"$dir/console.log" 2>&1
+      >>"$dir/console.log" 2>&1
     rc=$?
   fi
   echo "$queue $name rc=$rc $((SECONDS - t0))s" | tee -a "$RUN_DIR/status.txt" >>"$RUN_DIR/$queue/queue.log"
@@ -65,6 +83,43 @@ queue_b() {
   local q=$1
   step "$q" qwen-start 300 480 env BUDGET_S=460 bash benchmarks/device/e2e.sh qwen-start
   step "$q" own-kernels 240 600 bash benchmarks/device/kernels_check_and_bench.sh
+}
+
+wanted() {  # wanted STEP: listed in X8_STEPS (space-separated), or X8_STEPS unset
+  [ -z "${X8_STEPS:-}" ] || [[ " $X8_STEPS " == *" $1 "* ]]
+}
+
+x8_step() {  # x8_step QUEUE PHASE MIN_S MAX_S [GPUS]: one e2e.sh x8 phase, its harness budget 30 s inside its limit
+  local queue=$1 name=$2 min_s=$3 max_s=$4 gpus=${5:-}
+  wanted "$name" || return 0
+  local on=()
+  [ -n "$gpus" ] && on=("CUDA_VISIBLE_DEVICES=$gpus")
+  step "$queue" "$name" "$min_s" "$max_s" env "${on[@]}" BUDGET_S=$((max_s - 30)) bash benchmarks/device/e2e.sh "$name"
+}
+
+# Issue 16 on 8 GPUs, most decisive first: the rule at TP8 with its TP8 tiles and the 4096-token TTFT (qwen235-tp8),
+# expert parallelism through the resolver's argv (one engine: plan = auto), the baked cache on every rank and the
+# cold / warm / copied / baked starts, DeepSeek's TP8 tiles against vLLM's, the two TP4 models side by side, then
+# Maverick (the architecture least sure to load) and the block control at EP8. MIN_S: one engine measured whole.
+# The EP phases measure triton first: their plan (FlashInfer CUTLASS block) needs an unpruned FlashInfer module.
+queue_x8() {
+  local q=$1
+  x8_step "$q" x8-qwen235-tp8 600 1200
+  x8_step "$q" x8-deepseek-tp8ep8 450 1000
+  x8_step "$q" x8-qwen235-tp8-start 700 1300
+  x8_step "$q" x8-deepseek-tp8 600 1300
+  # Side by side on the two halves (queue Y has its own folder and work dir); the queue goes on when both end.
+  x8_step "$q" x8-qwen235-tp4 600 1500 0,1,2,3 &
+  x8_step Y x8-mixtral8x22-tp4 600 1100 4,5,6,7 &
+  wait
+  x8_step "$q" x8-maverick-tp8 500 1200
+  x8_step "$q" x8-qwen235-block-tp8ep8 400 900
+}
+
+queue_x4() {  # PLAN=x8 on 4 GPUs: the TP4 phases, one after the other
+  local q=$1
+  x8_step "$q" x8-qwen235-tp4 600 1500
+  x8_step "$q" x8-mixtral8x22-tp4 600 1100
 }
 
 run_queue() {  # run_queue NAME GPU FUNCTIONS...: a new session (setsid) outlives the device call that starts it
@@ -102,20 +157,39 @@ start() {
     --exclude=./.artifacts -cf - . | tar -C "$RUN_DIR/repo" -xf - || exit 1
   export PYTHONPATH="$SITE:$RUN_DIR/repo${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
   export WORKERS=${WORKERS:-$(($(nproc) / 4 > 1 ? $(nproc) / 4 : 1))}
-  if ((gpus >= 2)); then
+  if [ "$PLAN" = x8 ]; then
+    if ((gpus >= 8)); then
+      echo X >"$RUN_DIR/queues"
+      run_queue X 0,1,2,3,4,5,6,7 queue_x8
+    elif ((gpus >= 4)); then
+      echo X >"$RUN_DIR/queues"
+      run_queue X 0,1,2,3 queue_x4
+    else
+      echo "h200_session: PLAN=x8 needs 8 GPUs (or 4 for its TP4 phases); nvidia-smi lists $gpus" >&2
+      rm -f "$RUN_DIR/deadline"
+      return 3
+    fi
+    echo "h200_session: x8 queue on $gpus GPUs (multicast off: $(multicast_state)), deadline in ${DEADLINE_S}s"
+  elif ((gpus >= 2)); then
+    echo "A B" >"$RUN_DIR/queues"
     run_queue A 0 queue_a
     run_queue B 1 queue_b
     echo "h200_session: 2 queues on GPUs 0 and 1, deadline in ${DEADLINE_S}s, logs under $RUN_DIR"
   else
     ((gpus == 1)) || echo "h200_session: no GPU seen by nvidia-smi; running anyway on device 0" >&2
+    echo A >"$RUN_DIR/queues"
     run_queue A 0 queue_a queue_b
-    touch "$RUN_DIR/B.skip"
     echo "h200_session: 1 queue (A then B) on GPU 0, deadline in ${DEADLINE_S}s, logs under $RUN_DIR"
   fi
 }
 
-all_done() {
-  [ -f "$RUN_DIR/A/done" ] && { [ -f "$RUN_DIR/B/done" ] || [ -f "$RUN_DIR/B.skip" ]; }
+all_done() {  # every queue start launched has finished (queue Y runs inside X: X's done covers it)
+  [ -f "$RUN_DIR/queues" ] || return 1
+  local q queues
+  read -ra queues <"$RUN_DIR/queues"
+  for q in "${queues[@]}"; do
+    [ -f "$RUN_DIR/$q/done" ] || return 1
+  done
 }
 
 wait_and_collect() {  # wait_and_collect SECONDS
@@ -124,13 +198,13 @@ wait_and_collect() {  # wait_and_collect SECONDS
     sleep 5
   done
   local q
-  for q in A B; do
+  for q in "${QUEUE_NAMES[@]}"; do
     [ -d "$RUN_DIR/$q" ] || continue
     echo "== queue $q: $(tail -n 1 "$RUN_DIR/$q/queue.log" 2>/dev/null)"
   done
   mkdir -p "${OUT:?wait needs OUT}"
   cp "$RUN_DIR/status.txt" "$OUT/" 2>/dev/null
-  for q in A B; do
+  for q in "${QUEUE_NAMES[@]}"; do
     # Work dirs hold model copies and Triton caches: results and logs only.
     [ -d "$RUN_DIR/$q" ] && tar -czf "$OUT/$q.tar.gz" -C "$RUN_DIR" "$q"
   done
@@ -138,7 +212,7 @@ wait_and_collect() {  # wait_and_collect SECONDS
 }
 
 case "${1:-}" in
-  start) start ;;
+  start) start || exit $? ;;
   wait) wait_and_collect "${2:-560}" ;;
   status) cat "$RUN_DIR/status.txt" 2>/dev/null; all_done && echo "all done" ;;
   _queue) shift; queue_main "$@" ;;

@@ -17,12 +17,24 @@ import socket
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from benchmarks.e2e import backends as be
-from benchmarks.e2e import report, runner, served, spec, tokenizer
+from benchmarks.e2e import options as bench_opts
+from benchmarks.e2e import parallel, report, runner, served, spec, tokenizer
+from benchmarks.e2e.jitcount import moe_kernels_by_rank
+from benchmarks.e2e.jobs import (
+    PlannedJob,
+    engine_cache,
+    max_model_len,
+    multicast_refusals,
+    plan_jobs,
+    print_commands,
+    print_estimate,
+    served_options,
+)
 from benchmarks.e2e.logparse import condense
 from benchmarks.paths import E2E_RESULTS
 from benchmarks.sigterm import exit_on_sigterm
@@ -61,6 +73,9 @@ class RunArgs:
     stream_check: dict[str, int] | None = None  # conc, input_len, output_len, reps (plan backend only)
     start_breakdown: tuple[str, ...] = ()  # backends whose start is also measured warm, copied and baked
     baked_cache: Path | None = None  # a `kernels.aot bake` output: the image's baked Triton cache
+    options: dict[str, str] = field(default_factory=dict)  # --option: LMI options of every served row
+    plan_num_gpus: int | None = None  # num_gpus= for build_plan (with --plan-gpu: plan 8 GPUs on a machine without)
+    plan_vllm_version: str | None = None  # vllm_version= for build_plan (default: the installed vLLM)
 
 
 def _timeout_arg(text: str) -> tuple[str, float]:
@@ -113,12 +128,24 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--baked-cache", type=Path, default=None, help="a `python -m kernels.aot bake` cache folder")
     p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     p.add_argument("--max-num-seqs", type=int, default=0, help="default: the largest concurrency")
-    p.add_argument("--engine-arg", type=_engine_arg, action="append", default=[], help="KEY=JSON for LLM()")
+    p.add_argument("--engine-arg", type=_engine_arg, action="append", default=[],
+                   help="KEY=JSON for LLM() (offline engine only; the served engine takes --option)")  # fmt: skip
+    p.add_argument("--option", type=bench_opts.parse_option, action="append", default=[], metavar="KEY=VALUE",
+                   help="an LMI option for every served row, as OPTION_<KEY> (e.g. tensor_parallel_degree=4, "
+                        "enable_expert_parallel=true); recorded in each row's `options` column")  # fmt: skip
     p.add_argument("--out-dir", type=Path, default=E2E_RESULTS)
     p.add_argument("--work-dir", type=Path, default=Path("/tmp/e2e-bench-work"))
     p.add_argument("--plan-snapshot", type=Path, default=DEFAULT_SNAPSHOT)
     p.add_argument("--plan-gpu", default=None, help="gpu= for build_plan; default: detect")
-    p.add_argument("--dry-run", action="store_true", help="print the jobs and the estimate, run nothing")
+    p.add_argument("--plan-num-gpus", type=int, default=None,
+                   help="num_gpus= for build_plan, with --plan-gpu (e.g. 8: the image default "
+                        "tensor_parallel_degree=max then plans TP8, on a machine with or without GPUs)")  # fmt: skip
+    p.add_argument("--plan-vllm-version", default=None,
+                   help="vllm_version= for build_plan (default: the installed vLLM; 0.26.0 reviews a GPU host's "
+                        "plans on a machine with another vLLM)")  # fmt: skip
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the jobs, the estimate and (served engine) each row's server argv and environment; "
+                        "run nothing")  # fmt: skip
     return p
 
 
@@ -156,6 +183,15 @@ def parse_run_args(argv: Sequence[str]) -> RunArgs:
             raise ValueError("--start-breakdown and --stream-check need --engine served")
         if ns.max_num_seqs and ns.max_num_seqs < max_conc:
             raise ValueError(f"--max-num-seqs: {ns.max_num_seqs} is below the largest concurrency {max_conc}")
+        options = bench_opts.collect(ns.option)
+        if ns.engine == "offline" and options:
+            raise ValueError("--option needs --engine served (the offline engine takes --engine-arg)")
+        if ns.engine == "served" and ns.engine_arg:
+            raise ValueError("--engine-arg sets LLM() arguments of the offline engine; the served engine runs what "
+                             "`serve` runs: give LMI options with --option KEY=VALUE")  # fmt: skip
+        if ns.plan_num_gpus is not None and (ns.plan_num_gpus < 1 or not ns.plan_gpu):
+            raise ValueError(f"--plan-num-gpus {ns.plan_num_gpus}: needs --plan-gpu (a simulated GPU, e.g. H200) "
+                             "and a count of at least 1; without --plan-gpu the GPUs are detected")  # fmt: skip
     except ValueError as exc:
         parser.error(str(exc))
     workloads = spec.build_workloads(conc, ns.input_len, ns.output_len, ns.long_input_len, long_conc)
@@ -182,6 +218,9 @@ def parse_run_args(argv: Sequence[str]) -> RunArgs:
         stream_check=stream_check,
         start_breakdown=breakdown,
         baked_cache=ns.baked_cache,
+        options=options,
+        plan_num_gpus=ns.plan_num_gpus,
+        plan_vllm_version=ns.plan_vllm_version,
     )
 
 
@@ -196,58 +235,24 @@ def job_timeout(args: RunArgs, model: str, backend: str) -> float:
     return args.timeouts.get(f"{model}:{backend}", args.job_timeout_s)
 
 
-@dataclass
-class PlannedJob:
-    model: str
-    model_dir: Path
-    setup: be.EngineSetup
-    shape: spec.MoEShape
-    config: dict[str, Any]
-    estimate_s: float
-
-
-def plan_jobs(args: RunArgs, plan_provider: be.PlanProvider | None) -> list[PlannedJob]:
-    jobs = []
-    for name in args.models:
-        model_dir = spec.resolve_model_dir(name)
-        config = spec.load_config(model_dir)
-        split = args.engine_args  # the engine's own split decides which tuned file vLLM looks up
-        tp, expert_parallel = int(split.get("tensor_parallel_size", 1)), bool(split.get("enable_expert_parallel"))
-        shape = spec.moe_shape(config, tp, expert_parallel)
-        label = spec.model_label(model_dir)
-        for setup in be.engine_setups(args.backends, model_dir, shape, plan_provider):
-            est = 0.0
-            if not setup.same_engine_as and not setup.error:
-                est = runner.estimate_start_s(label, setup) + runner.estimate_measure_s(
-                    label, args.workloads, args.reps
-                )
-                if setup.backend in args.warm_restart:
-                    est += 60.0
-            jobs.append(PlannedJob(label, model_dir, setup, shape, config, est))
-    return jobs
-
-
-def print_estimate(jobs: Sequence[PlannedJob], args: RunArgs) -> float:
-    total = sum(j.estimate_s for j in jobs)
-    print(f"e2e plan: {len(args.workloads)} workloads × {args.reps} reps; budget {args.budget_s:.0f} s")
-    for j in jobs:
-        what = f"= {j.setup.same_engine_as} (not run again)" if j.setup.same_engine_as else f"~{j.estimate_s:.0f} s"
-        arg = j.setup.moe_backend or "auto"
-        print(f"  {j.model:32s} {j.setup.backend:19s} moe_backend={arg:19s} {what}  {j.setup.note}")
-    print(f"  expected total ≈ {total:.0f} s ({total / 60:.1f} min)" + (" > budget" if total > args.budget_s else ""))
-    return total
-
-
 def execute(args: RunArgs) -> int:
-    provider, provider_note = be.make_plan_provider(args.plan_snapshot, args.plan_gpu)
-    backends = args.backends
-    if provider is None and "plan" in backends:
-        print(f"e2e: dropping backend 'plan': {provider_note}", file=sys.stderr)
-        backends = tuple(b for b in backends if b != "plan")
-    args = replace(args, backends=backends)
+    if args.engine == "served":
+        provider, provider_note = None, "resolver (entrypoint.planning.build_plan with the served options)"
+    else:
+        provider, provider_note = be.make_plan_provider(args.plan_snapshot, args.plan_gpu)
+        if provider is None and "plan" in args.backends:
+            print(f"e2e: dropping backend 'plan': {provider_note}", file=sys.stderr)
+            args = replace(args, backends=tuple(b for b in args.backends if b != "plan"))
     jobs = plan_jobs(args, provider)
     print(f"e2e: plan source: {provider_note}")
     print_estimate(jobs, args)
+    if args.engine == "served" and args.dry_run:
+        print_commands(jobs, os.environ)
+    refusals = multicast_refusals(jobs)
+    if refusals and not args.dry_run:
+        print("e2e: refused: NVLink multicast must stay off on multi-GPU rows (benchmarks/e2e/parallel.py):\n  "
+              + "\n  ".join(refusals), file=sys.stderr)  # fmt: skip
+        return 2
     if args.dry_run:
         return 0
 
@@ -276,17 +281,20 @@ def execute(args: RunArgs) -> int:
             result, warm_s = runner.JobResult(status="plan_error", error=j.setup.error), None
         else:
             result, warm_s = _run_engine(args, j, budget, layers, engines_log)
-        raw.append({"model": j.model, "backend": j.setup.backend, "setup": _setup_dict(j.setup),
-                    "status": result.status, "start_s": result.start_s, "warm_start_s": warm_s,
-                    "wall_s": result.wall_s, "milestones": result.log.milestones,
+        raw.append({"model": j.model, "backend": j.setup.backend, "split": j.split, "options": j.options,
+                    "setup": _setup_dict(j.setup), "argv": list(j.command.argv) if j.command else None,
+                    "comm_env": parallel.comm_environment(j.command.env) if j.command else {},
+                    "comm_logged": result.log.comm, "status": result.status, "start_s": result.start_s,
+                    "warm_start_s": warm_s, "wall_s": result.wall_s, "milestones": result.log.milestones,
                     "autotuner_ops": list(result.log.autotuner_ops), "error": result.error,
-                    "samples": result.samples})  # fmt: skip
+                    **report.jit_events(result), "samples": result.samples})  # fmt: skip
         if any(e.get("event") == "stream_check" for e in result.events):
             stream_rows += report.stream_rows(j.model, result)
             report.write_stream_rows(stream_rows, args.out_dir / "stream_check.csv")
         rows += report.build_rows(
             model=j.model, layers=layers, layers_real=layers_real, setup=j.setup, result=result,
             warm_start_s=warm_s, workloads=args.workloads, compile_mode=args.compile_mode, timestamp=stamp,
+            facts=_row_facts(j),
         )  # fmt: skip
         report.write_outputs(rows, args.out_dir)
         (args.out_dir / "h200_e2e_raw.json").write_text(json.dumps(raw, indent=1))
@@ -297,6 +305,14 @@ def execute(args: RunArgs) -> int:
     return 0
 
 
+def _row_facts(j: PlannedJob) -> dict[str, Any]:
+    """What every CSV row of this job carries besides its measurements: the split, the options, the planned
+    communication settings and the shipped tile file the row's Triton reads."""
+    comm = parallel.comm_environment(j.command.env) if j.command else {}
+    return {"split": j.split, "options": j.options, "tuned_file_shipped": j.tuned_file,
+            "comm_env": ";".join(f"{k}={v}" for k, v in comm.items())}  # fmt: skip
+
+
 def _setup_dict(setup: be.EngineSetup) -> dict[str, Any]:
     return {"moe_backend": setup.moe_backend, "env": dict(setup.env), "unset_env": list(setup.unset_env)}
 
@@ -305,24 +321,24 @@ def _run_engine(
     args: RunArgs, j: PlannedJob, budget: runner.Budget, layers: int, engines_log: Path
 ) -> tuple[runner.JobResult, float | None]:
     label, backend = j.model, j.setup.backend
-    start_est = runner.estimate_start_s(label, j.setup)
+    start_est = runner.estimate_start_s(label, j.setup, served=args.engine == "served")
     if not budget.allows(start_est + 30):
         print(f"e2e: {label} {backend}: skipped, {budget.left():.0f} s left < ~{start_est + 30:.0f} s needed")
         return runner.JobResult(status="skipped_budget", error=f"{budget.left():.0f} s of budget left"), None
     run_dir = (
         j.model_dir if layers == spec.num_layers(j.config) else spec.with_layers(j.model_dir, layers, args.work_dir)
     )
-    cache = args.work_dir / "cache" / label / backend
+    cache = engine_cache(args.work_dir, label, backend)
     runner.reset_cache(cache)
     env = runner.engine_env(os.environ, j.setup, cache, {}, args.work_dir / "flashinfer")
     timeout = max(30.0, min(job_timeout(args, label, backend), budget.left() - 10))
-    max_model_len = max(w.input_len + w.output_len for w in args.workloads) + 16
+    model_len = max_model_len(args)
     print(f"e2e: {label} {backend}: starting (timeout {timeout:.0f} s, {budget.left():.0f} s of budget left)")
     if args.engine == "served":
         stream = args.stream_check if backend == "plan" else None
-        result = _served(args, j, run_dir, env, cache, timeout, max_model_len, "cold", False, stream, engines_log)
+        result = _served(args, j, run_dir, env, cache, timeout, "cold", False, stream, engines_log)
     else:
-        job = _offline_job(args, j, run_dir, max_model_len, timeout)
+        job = _offline_job(args, j, run_dir, model_len, timeout)
         result = _one(job, env, timeout, args.work_dir / f"{label}.{backend}.cold.log", engines_log, "cold")
     start = "–" if result.start_s is None else f"{result.start_s:.1f}"
     print(f"e2e: {label} {backend}: {result.status}, start {start} s, vLLM ran {result.log.moe_backend}")
@@ -330,23 +346,23 @@ def _run_engine(
     if backend in args.warm_restart and result.start_s is not None and budget.allows(start_est / 2 + 30):
         warm_timeout = max(30.0, min(job_timeout(args, label, backend), budget.left() - 10))
         if args.engine == "served":
-            warm = _served(args, j, run_dir, env, cache, warm_timeout, max_model_len, "warm", True, None, engines_log)
+            warm = _served(args, j, run_dir, env, cache, warm_timeout, "warm", True, None, engines_log)
         else:
-            warm_job = {**_offline_job(args, j, run_dir, max_model_len, warm_timeout), "start_only": True,
+            warm_job = {**_offline_job(args, j, run_dir, model_len, warm_timeout), "start_only": True,
                         "result_path": str(args.work_dir / f"{label}.{backend}.warm.jsonl")}  # fmt: skip
             Path(warm_job["result_path"]).unlink(missing_ok=True)
             warm = _one(warm_job, env, warm_timeout, args.work_dir / f"{label}.{backend}.warm.log", engines_log, "warm")
         warm_s = warm.start_s
     if backend in args.start_breakdown and result.start_s is not None:
-        _start_breakdown(args, j, run_dir, cache, result, max_model_len, budget, engines_log)
+        _start_breakdown(args, j, run_dir, cache, result, budget, engines_log)
     return result, warm_s
 
 
-def _offline_job(args: RunArgs, j: PlannedJob, run_dir: Path, max_model_len: int, timeout: float) -> dict[str, Any]:
+def _offline_job(args: RunArgs, j: PlannedJob, run_dir: Path, model_len: int, timeout: float) -> dict[str, Any]:
     job = {
         "model_dir": str(run_dir), "engine_kwargs": {**j.setup.engine_kwargs(), **args.engine_args},
         "workloads": [[w.input_len, w.output_len, w.conc] for w in args.workloads], "reps": args.reps,
-        "start_only": False, "max_num_seqs": args.max_num_seqs, "max_model_len": max_model_len,
+        "start_only": False, "max_num_seqs": args.max_num_seqs, "max_model_len": model_len,
         "compile": args.compile_mode, "gpu_memory_utilization": args.gpu_memory_utilization,
         "vocab_size": j.config.get("vocab_size", 32000), "soft_deadline": time.time() + timeout - 20,
         "result_path": str(args.work_dir / f"{j.model}.{j.setup.backend}.cold.jsonl"),
@@ -362,20 +378,18 @@ def _served(
     env: dict[str, str],
     cache: Path,
     timeout: float,
-    max_model_len: int,
     tag: str,
     start_only: bool,
     stream_check: dict[str, int] | None,
     engines_log: Path,
+    jit_probe: bool = False,
 ) -> runner.JobResult:
-    """One start of the served engine (python -m entrypoint serve's argv and env), measured unless start_only."""
+    """One start of the served engine (python -m entrypoint serve's argv and env), measured unless start_only;
+    `jit_probe`: a start-only run that then sends one short batch per workload shape and counts the compiles."""
     model_dir = tokenizer.prepare_model_dir(run_dir, args.work_dir)
     port = _free_port()
-    options = served.bench_options(
-        max_model_len=max_model_len, max_num_seqs=args.max_num_seqs,
-        gpu_memory_utilization=args.gpu_memory_utilization, compile_mode=args.compile_mode,
-    )  # fmt: skip
-    cmd = served.served_command(model_dir, j.setup, env, port=port, options=options, gpu=args.plan_gpu)
+    cmd = served.served_command(model_dir, j.setup, env, port=port, options=served_options(args), gpu=args.plan_gpu,
+                                num_gpus=args.plan_num_gpus, vllm_version=args.plan_vllm_version)  # fmt: skip
     stem = f"{j.model}.{j.setup.backend}.{tag}"
     job = {
         "argv": list(cmd.argv), "served_model": str(model_dir), "port": port,
@@ -383,7 +397,8 @@ def _served(
         "vocab_size": j.config.get("vocab_size", 32000), "reps": args.reps, "start_only": start_only,
         "workloads": [[w.input_len, w.output_len, w.conc] for w in args.workloads],
         "soft_deadline": time.time() + timeout - 20, "result_path": str(args.work_dir / f"{stem}.jsonl"),
-        "stream_check": stream_check, "first_request_len": min(512, max_model_len - 8),
+        "stream_check": stream_check, "first_request_len": min(512, max_model_len(args) - 8),
+        "jit_probe": list(dict.fromkeys((w.input_len, w.conc) for w in args.workloads)) if jit_probe else None,
     }  # fmt: skip
     Path(job["result_path"]).unlink(missing_ok=True)
     status, wall = runner.run_job(job, cmd.env, args.work_dir / f"{stem}.log", timeout, worker=SERVED_WORKER)
@@ -402,14 +417,15 @@ def _start_breakdown(
     run_dir: Path,
     cache: Path,
     cold: runner.JobResult,
-    max_model_len: int,
     budget: runner.Budget,
     engines_log: Path,
 ) -> None:
     """The served start from: empty caches (the cold run), the same caches again (warm), those caches copied to
     a new path (can a cache made elsewhere be baked into an image?), and today's image (empty caches plus the
-    baked Triton cache). One row each in start_breakdown.csv."""
-    rows = [report.start_row(j.model, j.setup.backend, "empty", cold, args.compile_mode)]
+    baked Triton cache). One row each in start_breakdown.csv. The baked start also sends one short batch per workload
+    shape and counts what that compiled, per rank: the check that the baked cache serves every rank after start."""
+    facts = {"split": j.split, "options": j.options}
+    rows = [{**report.start_row(j.model, j.setup.backend, "empty", cold, args.compile_mode), **facts}]
     copied = cache.with_name(cache.name + "-copied")
     if copied.exists():
         shutil.rmtree(copied)
@@ -422,14 +438,19 @@ def _start_breakdown(
                      "MOE_BAKED_TRITON_CACHE": str(args.baked_cache)}  # fmt: skip
         modes.append(("baked", baked, image_env))
     for mode, where, extra in modes:
-        if not budget.allows(runner.estimate_start_s(j.model, j.setup) + 30):
+        if not budget.allows(runner.estimate_start_s(j.model, j.setup, served=True) + 30):
             print(f"e2e: {j.model} {j.setup.backend}: start breakdown stops before {mode}: budget")
             break
         env = runner.engine_env(os.environ, j.setup, where, extra, args.work_dir / "flashinfer")
         timeout = max(30.0, min(job_timeout(args, j.model, j.setup.backend), budget.left() - 10))
-        result = _served(args, j, run_dir, env, where, timeout, max_model_len, mode, True, None, engines_log)
-        rows.append(report.start_row(j.model, j.setup.backend, mode, result, args.compile_mode))
-        print(f"e2e: {j.model} {j.setup.backend}: start from {mode}: {result.start_s} s")
+        probe = mode == "baked"
+        result = _served(args, j, run_dir, env, where, timeout, mode, True, None, engines_log, jit_probe=probe)
+        rows.append({**report.start_row(j.model, j.setup.backend, mode, result, args.compile_mode), **facts})
+        jit = report.jit_events(result)
+        print(f"e2e: {j.model} {j.setup.backend}: start from {mode}: {result.start_s} s; fused-MoE JIT per rank at "
+              f"start {moe_kernels_by_rank(jit['jit_at_start_by_rank'], jit['rank_cache_dirs']) or '-'}"
+              + (f", after start {moe_kernels_by_rank(jit['jit_while_serving_by_rank'], jit['rank_cache_dirs'])}"
+                 if probe else ""))  # fmt: skip
     report.append_start_rows(rows, args.out_dir / "start_breakdown.csv")
     report.plot_start_breakdown(report.read_start_rows(args.out_dir / "start_breakdown.csv"),
                                 args.out_dir / "start_breakdown.png")  # fmt: skip

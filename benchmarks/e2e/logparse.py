@@ -14,6 +14,17 @@ from dataclasses import dataclass, field
 BACKEND_RE = re.compile(r"Using (\w+) (?:\w+ )?MoE backend out of potential backends: \[([^\]]*)\]")
 DEFAULT_CONFIG_RE = re.compile(r"Using default MoE config\. Performance might be sub-optimal!")
 TUNED_CONFIG_RE = re.compile(r"Using configuration from (\S+) for MoE layer")
+# How the ranks talk, as vLLM (and NCCL, with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=ENV) logged it: vLLM 0.26
+# pynccl.py, flashinfer_all_reduce.py, symm_mem.py, custom_all_reduce.py; NCCL's "NCCL_X set by environment to Y."
+COMM_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("nccl", re.compile(r"vLLM is using nccl==(\S+)")),
+    ("flashinfer_allreduce", re.compile(r"(?:Using|Auto-selected) flashinfer allreduce backend: (\w+)")),
+    ("flashinfer_allreduce_failed", re.compile(r"Failed to initialize FlashInfer All Reduce workspace: ([^\n]{0,80})")),
+    ("symm_mem", re.compile(r"SymmMemCommunicator: (symmetric memory multicast operations are not supported|"
+                            r"symmetric memory initialization failed|World size \d+ not supported)")),
+    ("custom_allreduce_disabled", re.compile(r"Custom allreduce is disabled ([^\n.]{0,80})")),
+)  # fmt: skip
+NCCL_ENV_RE = re.compile(r"\b(NCCL_\w+) set by environment to ([^\s.]+)")
 AUTOTUNER_OP_RE = re.compile(r"\[AutoTuner\]: Tuning (\S+?):?(?:\s|$)", re.MULTILINE)  # tqdm: "Tuning OP: 40%|"
 
 # In the order vLLM 0.26 reaches them during LLM(...) construction.
@@ -39,6 +50,7 @@ class EngineLog:
     milestones: list[str] = field(default_factory=list)
     autotuner_ops: tuple[str, ...] = ()
     durations: dict[str, float] = field(default_factory=dict)  # start_durations(): the parts of the start
+    comm: dict[str, str] = field(default_factory=dict)  # comm_facts(): NCCL version, all-reduce paths, NCCL env
 
     @property
     def last_milestone(self) -> str:
@@ -58,12 +70,23 @@ def parse_engine_log(text: str) -> EngineLog:
     log.autotuner_ops = tuple(dict.fromkeys(AUTOTUNER_OP_RE.findall(text)))
     log.milestones = [name for name, pattern in MILESTONES if pattern.search(text)]
     log.durations = start_durations(text)
+    log.comm = comm_facts(text)
     return log
+
+
+def comm_facts(text: str) -> dict[str, str]:
+    """What the log says about inter-GPU communication; each fact once (the first rank's line), NCCL's env too."""
+    facts = {name: match.group(1).strip() for name, pattern in COMM_PATTERNS if (match := pattern.search(text))}
+    nccl_env = dict(NCCL_ENV_RE.findall(text))
+    if nccl_env:
+        facts["nccl_env"] = ",".join(f"{k}={v}" for k, v in sorted(nccl_env.items()))
+    return facts
 
 
 _KEEP_RE = re.compile(
     r"Fp8 MoE backend|MoE config|configuration from|AutoTuner|autotune|Traceback|Error|error:|"
-    r"Thread 0x|File \"|took|KV cache|Capturing|pruned|Timeout|timed out|flashinfer\.jit|top-p & top-k sampling",
+    r"Thread 0x|File \"|took|KV cache|Capturing|pruned|Timeout|timed out|flashinfer\.jit|top-p & top-k sampling|"
+    r"nccl|allreduce|SymmMem|set by environment",
     re.IGNORECASE,  # FlashInfer spells it "[Autotuner]" in its per-tactic and "Skipped N" lines
 )
 

@@ -10,17 +10,21 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.e2e.backends import EngineSetup
+from benchmarks.e2e.jitcount import MOE_KERNEL, moe_kernels_by_rank
 from benchmarks.e2e.runner import JobResult
 from benchmarks.e2e.spec import Workload
 from benchmarks.e2e.stats import RequestTiming, Sample, aggregate, ratio, summarize_batch, verdict
 
 CSV_COLUMNS: tuple[str, ...] = (
-    "model", "layers", "layers_real", "backend", "same_engine_as", "moe_backend_arg", "moe_backend_logged",
-    "default_moe_config", "tuned_config", "input_len", "output_len", "conc", "reps",
+    "model", "split", "options", "layers", "layers_real", "backend", "same_engine_as", "moe_backend_arg",
+    "moe_backend_logged", "default_moe_config", "tuned_config", "tuned_file_shipped", "default_config_check",
+    "input_len", "output_len", "conc", "reps",
     "decode_tps_best", "decode_tps_median", "output_tps_best", "output_tps_median",
     "ttft_ms_best", "ttft_ms_median", "tpot_ms_best", "tpot_ms_median", "spread_pct",
-    "ratio_vs_auto", "verdict_vs_auto", "engine_start_cold_s", "engine_start_warm_s", "status", "error",
-    "note", "compile", "vllm", "torch", "triton", "flashinfer", "gpu", "timestamp",
+    "ratio_vs_auto", "verdict_vs_auto", "engine_start_cold_s", "engine_start_warm_s",
+    "triton_jit_at_start", "moe_jit_at_start_by_rank", "moe_jit_while_serving", "moe_jit_while_serving_by_rank",
+    "comm_env", "comm_logged", "status", "error", "note", "compile", "vllm", "torch", "triton", "flashinfer", "gpu",
+    "timestamp",
 )  # fmt: skip
 
 _FLOAT_COLUMNS = {
@@ -28,7 +32,8 @@ _FLOAT_COLUMNS = {
     "ttft_ms_median", "tpot_ms_best", "tpot_ms_median", "spread_pct", "ratio_vs_auto",
     "engine_start_cold_s", "engine_start_warm_s",
 }  # fmt: skip
-_INT_COLUMNS = {"layers", "layers_real", "input_len", "output_len", "conc", "reps"}
+_INT_COLUMNS = {"layers", "layers_real", "input_len", "output_len", "conc", "reps", "triton_jit_at_start",
+                "moe_jit_while_serving"}  # fmt: skip
 
 
 def sample_from_event(event: dict[str, Any]) -> Sample:
@@ -38,6 +43,42 @@ def sample_from_event(event: dict[str, Any]) -> Sample:
         return summarize_batch([RequestTiming(**r) for r in requests], event["wall_s"])
     nan = float("nan")
     return Sample(output_tps=event["output_tokens"] / event["wall_s"], decode_tps=nan, ttft_ms=nan, tpot_ms=nan)
+
+
+def jit_events(result: JobResult) -> dict[str, Any]:
+    """The Triton kernels the engine compiled at start (by the first request) and while serving, in total and per
+    rank (served engine; empty for the offline one)."""
+    first = next((e for e in result.events if e.get("event") == "first_request"), {})
+    serving = next((e for e in result.events if e.get("event") == "serving_compiles"), {})
+    return {
+        "jit_at_start": first.get("triton_compiled_at_start") or {},
+        "jit_at_start_by_rank": first.get("triton_compiled_at_start_by_rank") or {},
+        "rank_cache_dirs": first.get("rank_cache_dirs") or [],
+        "jit_while_serving": serving.get("triton_compiled_while_serving"),
+        "jit_while_serving_by_rank": serving.get("triton_compiled_while_serving_by_rank") or {},
+    }
+
+
+def default_config_check(result: JobResult, tuned_file_shipped: str) -> str:
+    """The issue's check: no "Using default MoE config" where this project ships the file the row's Triton reads.
+    'pass' / 'FAIL' on Triton rows that read a shipped file; '' where the check does not apply."""
+    if not tuned_file_shipped or (result.log.moe_backend or "").upper() != "TRITON":
+        return ""
+    return "FAIL" if result.log.default_moe_config else "pass"
+
+
+def _jit_columns(result: JobResult) -> dict[str, Any]:
+    jit = jit_events(result)
+    ranks = jit["rank_cache_dirs"]
+    serving = jit["jit_while_serving"]
+    return {
+        "triton_jit_at_start": sum(jit["jit_at_start"].values()) if jit["jit_at_start"] or ranks else None,
+        "moe_jit_at_start_by_rank": moe_kernels_by_rank(jit["jit_at_start_by_rank"], ranks),
+        "moe_jit_while_serving": None if serving is None else serving.get(MOE_KERNEL, 0),
+        "moe_jit_while_serving_by_rank": moe_kernels_by_rank(jit["jit_while_serving_by_rank"], ranks)
+        if serving is not None
+        else "",
+    }
 
 
 def build_rows(
@@ -51,7 +92,15 @@ def build_rows(
     workloads: Sequence[Workload],
     compile_mode: str,
     timestamp: str,
+    facts: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
+    """One row per workload. `facts` (split, options, tuned_file_shipped, comm_env) go into every row."""
+    facts = facts or {}
+    engine_facts = {
+        **_jit_columns(result),
+        "default_config_check": default_config_check(result, facts.get("tuned_file_shipped", "")),
+        "comm_logged": ";".join(f"{k}={v}" for k, v in result.log.comm.items()),
+    }
     rows = []
     for w in workloads:
         events = [
@@ -80,6 +129,8 @@ def build_rows(
             "compile": compile_mode,
             "timestamp": timestamp,
             **{k: result.versions.get(k, "") for k in ("vllm", "torch", "triton", "flashinfer", "gpu")},
+            **facts,
+            **engine_facts,
         }
         if events:
             agg = aggregate([sample_from_event(e) for e in events])
@@ -98,7 +149,9 @@ def copy_rows_for(rows: Iterable[dict[str, Any]], model: str, source: str, setup
 
 
 def _key(row: dict[str, Any]) -> tuple[Any, ...]:
-    return (row["model"], row["input_len"], row["output_len"], row["conc"])
+    """One measured point: the same model at another split or with other options is another point."""
+    return (row["model"], row.get("split") or "", row.get("options") or "", row["input_len"], row["output_len"],
+            row["conc"])  # fmt: skip
 
 
 def _num(value: Any) -> float | None:
@@ -194,8 +247,10 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
             ran += ", default tiles"
         backend = f"{r['backend']} ({ran})" + (f" = {r['same_engine_as']}" if r.get("same_engine_as") else "")
         vs = _f(r.get("ratio_vs_auto"), 3) + (f" {r['verdict_vs_auto']}" if r.get("verdict_vs_auto") else "")
-        model = r["model"] + (
-            f" [L={r['layers']}/{r['layers_real']}]" if r.get("layers") != r.get("layers_real") else ""
+        model = (
+            r["model"]
+            + (f" [L={r['layers']}/{r['layers_real']}]" if r.get("layers") != r.get("layers_real") else "")
+            + (f" {r['split']}" if r.get("split") else "")
         )
         lines.append(
             f"| {model} | {backend} | {r['input_len']}/{r['output_len']} | {r['conc']} "
@@ -258,9 +313,11 @@ def write_outputs(rows: list[dict[str, Any]], out_dir: Path, stem: str = "h200_e
 
 
 START_COLUMNS = (
-    "model", "backend", "mode", "status", "start_s", "first_request_s", "weights_s", "model_load_s", "dynamo_s",
+    "model", "split", "options", "backend", "mode", "status", "start_s", "first_request_s", "weights_s",
+    "model_load_s", "dynamo_s",
     "graph_compile_s", "compiled_graph_load_s", "torch_compile_total_s", "cuda_graphs_s", "init_engine_s",
-    "flashinfer_autotune", "triton_compiled_at_start", "triton_compiled_kernels", "moe_backend_logged", "compile",
+    "flashinfer_autotune", "triton_compiled_at_start", "triton_compiled_kernels", "moe_jit_at_start_by_rank",
+    "moe_jit_while_serving_by_rank", "moe_backend_logged", "compile",
     "vllm", "torch", "triton", "flashinfer", "gpu", "error",
 )  # fmt: skip
 
@@ -275,6 +332,8 @@ def start_row(model: str, backend: str, mode: str, result: JobResult, compile_mo
         "flashinfer_autotune": "flashinfer_autotune_started" in result.log.milestones,
         "triton_compiled_at_start": sum(compiled.values()),
         "triton_compiled_kernels": ";".join(f"{k}x{v}" for k, v in compiled.items()),
+        "moe_jit_at_start_by_rank": _jit_columns(result)["moe_jit_at_start_by_rank"],
+        "moe_jit_while_serving_by_rank": _jit_columns(result)["moe_jit_while_serving_by_rank"],
         "moe_backend_logged": result.log.moe_backend or "", "compile": compile_mode,
         **{k: result.versions.get(k, "") for k in ("vllm", "torch", "triton", "flashinfer", "gpu")},
         "error": result.error,

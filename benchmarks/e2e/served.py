@@ -7,9 +7,10 @@ them), resolved by `entrypoint.planning.build_plan`, turned into argv and enviro
 - `load_format=dummy` (random weights: the bundled models are config files),
 - `max_model_len` and `max_rolling_batch_size` (the workload's longest request, its largest concurrency),
 - `gpu_memory_utilization`,
-- with `--compile none` only (labelled "not what ships"): a compilation config without torch.compile.
-Everything else (torch.compile with vLLM's defaults, CUDA graphs, async scheduling, prefix caching, the LMI
-middleware, the tuned-config folder) is what `serve` runs.
+- with `--compile none` only (labelled "not what ships"): a compilation config without torch.compile,
+plus what the run asks with `--option KEY=VALUE` (benchmarks/e2e/options.py: e.g. tensor_parallel_degree=4 or
+enable_expert_parallel=true), the same for every row. Everything else (torch.compile with vLLM's defaults, CUDA
+graphs, async scheduling, prefix caching, the LMI middleware, the tuned-config folder) is what `serve` runs.
 
 The comparison rows change the plan's MoE backend switch and nothing else: `auto` drops `--moe-backend`
 (vLLM's own choice), `triton` is `--moe-backend triton` on vLLM's default tiles (what LMI v28/v29 run), ...
@@ -21,8 +22,13 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from benchmarks.e2e import options as bench_opts
 from benchmarks.e2e.backends import REPO_ROOT, TUNED_ENV, EngineSetup
+
+if TYPE_CHECKING:
+    from entrypoint.resolve.plan import Plan
 
 IMAGE_DEFAULT_PROPERTIES = REPO_ROOT / "serving.properties"
 MOE_FLAG = "--moe-backend"
@@ -41,9 +47,14 @@ class ServedCommand:
 
 
 def bench_options(
-    *, max_model_len: int, max_num_seqs: int, gpu_memory_utilization: float, compile_mode: str
+    *,
+    max_model_len: int,
+    max_num_seqs: int,
+    gpu_memory_utilization: float,
+    compile_mode: str,
+    extra: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The benchmark's needs as OPTION_* variables (the names a SageMaker user sets)."""
+    """The benchmark's needs, and the run's --option pairs (`extra`), as OPTION_* variables (a SageMaker user's)."""
     if compile_mode not in SERVED_COMPILE_MODES:
         raise ValueError(f"compile mode {compile_mode!r}: the served engine takes {', '.join(SERVED_COMPILE_MODES)}")
     options = {
@@ -55,7 +66,7 @@ def bench_options(
     if compile_mode == "none":
         config = {**COMPILE_NONE, "max_cudagraph_capture_size": max_num_seqs}
         options["OPTION_COMPILATION_CONFIG"] = json.dumps(config, separators=(",", ":"))
-    return options
+    return {**bench_opts.as_environment(extra or {}), **options}
 
 
 def with_moe_backend(argv: tuple[str, ...], backend: str | None) -> tuple[str, ...]:
@@ -86,6 +97,43 @@ def moe_backend_of(argv: tuple[str, ...]) -> str:
     return "auto"
 
 
+def served_plan(
+    model_dir: Path,
+    environ: Mapping[str, str],
+    *,
+    port: int,
+    options: Mapping[str, str],
+    gpu: str | None = None,
+    num_gpus: int | None = None,
+    vllm_version: str | None = None,
+) -> Plan:
+    """The plan `serve` resolves for this model: the image default serving.properties under the options.
+    Raises entrypoint.errors.ConfigError where `serve` would refuse to start."""
+    from entrypoint.planning import build_plan
+
+    base = {**environ, "MOE_SERVING_DEFAULT_PROPERTIES": str(IMAGE_DEFAULT_PROPERTIES), **options}
+    return build_plan(
+        model=str(model_dir), environ=base, host="127.0.0.1", port=port, gpu=gpu, num_gpus=num_gpus,
+        vllm_version=vllm_version,
+    )  # fmt: skip
+
+
+def row_command(
+    plan: Plan, setup: EngineSetup, environ: Mapping[str, str], options: Mapping[str, str]
+) -> ServedCommand:
+    """The row's server: the plan's argv and environment, with the row's MoE backend switch and nothing else."""
+    from entrypoint.serve import vllm_command, vllm_environment
+
+    base = {**environ, "MOE_SERVING_DEFAULT_PROPERTIES": str(IMAGE_DEFAULT_PROPERTIES), **options}
+    argv = tuple(vllm_command(plan))
+    env = vllm_environment(plan, base)
+    if setup.backend != "plan":
+        argv = with_moe_backend(argv, setup.moe_backend)
+        env = {k: v for k, v in env.items() if k not in setup.unset_env and k != TUNED_ENV}
+        env.update(setup.env)
+    return ServedCommand(argv, env, moe_backend_of(argv), plan.moe_backend, plan.reasons)
+
+
 def served_command(
     model_dir: Path,
     setup: EngineSetup,
@@ -94,17 +142,10 @@ def served_command(
     port: int,
     options: Mapping[str, str],
     gpu: str | None = None,
+    num_gpus: int | None = None,
+    vllm_version: str | None = None,
 ) -> ServedCommand:
     """The row's server: the plan `serve` would run for this model, with the row's MoE backend switch."""
-    from entrypoint.planning import build_plan
-    from entrypoint.serve import vllm_command, vllm_environment
-
-    base = {**environ, "MOE_SERVING_DEFAULT_PROPERTIES": str(IMAGE_DEFAULT_PROPERTIES), **options}
-    plan = build_plan(model=str(model_dir), environ=base, host="127.0.0.1", port=port, gpu=gpu)
-    argv = tuple(vllm_command(plan))
-    env = vllm_environment(plan, base)
-    if setup.backend != "plan":
-        argv = with_moe_backend(argv, setup.moe_backend)
-        env = {k: v for k, v in env.items() if k not in setup.unset_env and k != TUNED_ENV}
-        env.update(setup.env)
-    return ServedCommand(argv, env, moe_backend_of(argv), plan.moe_backend, plan.reasons)
+    plan = served_plan(model_dir, environ, port=port, options=options, gpu=gpu, num_gpus=num_gpus,
+                       vllm_version=vllm_version)  # fmt: skip
+    return row_command(plan, setup, environ, options)

@@ -7,9 +7,10 @@ JSON-lines file as soon as they are known (the same events as the offline worker
 the Triton compile counts and the streaming-at-load check), so a killed job leaves what it finished.
 
 Phases: start (until /health answers 200) → first request (`first_request_len` tokens in, 1 out) → compile count →
-unless
-`start_only`: warm-up, the workloads × reps, the streaming check (`stream_check`), the seeded top-p probe
-(sampling variants that compile on first use), compile count again → SIGTERM. The server's log is copied to
+unless `start_only`: warm-up, the workloads × reps, the streaming check (`stream_check`), the seeded top-p probe
+(sampling variants that compile on first use), compile count again → SIGTERM. A `start_only` job with a `jit_probe`
+(the baked-cache start) runs those batch shapes once, 16 tokens out, and counts what they compiled: "zero MoE-kernel
+JIT after start" is checked on real traffic, per rank, without the whole workload. The server's log is copied to
 this process's stdout at the end, where the runner parses it.
 """
 
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.e2e.httpload import run_batch
-from benchmarks.e2e.jitcount import compiled_kernels
+from benchmarks.e2e.jitcount import compiled_kernels, rank_dirs
 from benchmarks.e2e.tokenizer import words
 from benchmarks.e2e.worker import EventLog, job_main
 
@@ -180,6 +181,16 @@ def sampler_probe(job: dict[str, Any], port: int, prompts: Prompts) -> int:
     return ok
 
 
+def jit_probe(job: dict[str, Any], port: int, prompts: Prompts) -> int:
+    """One batch per (input_len, conc) of the probe, 16 tokens out: the token counts the workload would reach."""
+    model, ok = job["served_model"], 0
+    for input_len, conc in job["jit_probe"]:
+        results, _ = run_batch(port, COMPLETIONS, [completion_body(model, prompts.ids(input_len), 16)
+                                                   for _ in range(conc)], "sse")  # fmt: skip
+        ok += sum(r.status == 200 and not r.error for r in results)
+    return ok
+
+
 def run(job: dict[str, Any]) -> int:
     events = EventLog(Path(job["result_path"]))
     events.emit("versions", import_s=0.0, **versions())
@@ -198,15 +209,25 @@ def run(job: dict[str, Any]) -> int:
         results, first_s = run_batch(port, COMPLETIONS, [first_body], "sse")
         after_start = compiled_kernels(caches)
         events.emit("first_request", seconds=first_s, status=results[0].status, error=results[0].error,
-                    triton_compiled_at_start=after_start.new_since(baseline))  # fmt: skip
+                    triton_compiled_at_start=after_start.new_since(baseline),
+                    triton_compiled_at_start_by_rank=after_start.new_by_rank(baseline),
+                    rank_cache_dirs=rank_dirs(caches))  # fmt: skip
         complete = True
         if not job["start_only"]:
             complete = measure(job, events, port, prompts)
             if complete and job.get("stream_check"):
                 stream_check(job, events, port, prompts, server.pid)
             probe_ok = sampler_probe(job, port, prompts)
+            serving = compiled_kernels(caches)
             events.emit("serving_compiles", seeded_top_p_requests_ok=probe_ok,
-                        triton_compiled_while_serving=compiled_kernels(caches).new_since(after_start))  # fmt: skip
+                        triton_compiled_while_serving=serving.new_since(after_start),
+                        triton_compiled_while_serving_by_rank=serving.new_by_rank(after_start))  # fmt: skip
+        elif job.get("jit_probe"):
+            probe_ok = jit_probe(job, port, prompts)
+            serving = compiled_kernels(caches)
+            events.emit("serving_compiles", jit_probe_requests_ok=probe_ok,
+                        triton_compiled_while_serving=serving.new_since(after_start),
+                        triton_compiled_while_serving_by_rank=serving.new_by_rank(after_start))  # fmt: skip
         events.emit("done", truncated=not complete)
         return 0
     finally:

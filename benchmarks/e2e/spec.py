@@ -22,6 +22,12 @@ BUNDLED_MODELS: tuple[str, ...] = (
     "nemotron-3-nano-30b-a3b-fp8",
     "mixtral-8x7b-fp8-static",
     "qwen3-30b-a3b-fp8-block",
+    # 8 x H200 (issue 16): tensor and expert parallel
+    "qwen3-235b-a22b-fp8-static",
+    "qwen3-235b-a22b-fp8-block",
+    "deepseek-v3-fp8-block",
+    "mixtral-8x22b-fp8-static",
+    "llama-4-maverick-fp8",
 )
 
 

@@ -68,9 +68,8 @@ def test_bad_arguments_are_refused_naming_the_option_and_what_is_accepted(
 
 
 def test_engine_args_and_timeouts_are_parsed_as_values() -> None:
-    args = cli.parse_run_args(
-        ["--engine-arg", "enable_flashinfer_autotune=false", "--timeout", "m:triton=12.5", "--long-input-len", "0"]
-    )
+    engine_args = ["--engine", "offline", "--engine-arg", "enable_flashinfer_autotune=false"]
+    args = cli.parse_run_args([*engine_args, "--timeout", "m:triton=12.5", "--long-input-len", "0"])
     assert args.engine_args == {"enable_flashinfer_autotune": False}
     assert args.timeouts["m:triton"] == 12.5
     assert all(w.input_len == 512 for w in args.workloads)
@@ -86,6 +85,11 @@ def test_engine_args_and_timeouts_are_parsed_as_values() -> None:
         ("qwen3-30b-a3b-fp8-block", 128, 768, 8, (128, 128), 48),
         ("mixtral-8x7b-fp8-static", 8, 14336, 2, None, 32),
         ("nemotron-3-nano-30b-a3b-fp8", 128, 1856, 6, None, 52),
+        ("qwen3-235b-a22b-fp8-static", 128, 1536, 8, None, 94),
+        ("qwen3-235b-a22b-fp8-block", 128, 1536, 8, (128, 128), 94),
+        ("deepseek-v3-fp8-block", 256, 2048, 8, (128, 128), 61),
+        ("mixtral-8x22b-fp8-static", 8, 16384, 2, None, 56),
+        ("llama-4-maverick-fp8", 128, 8192, 1, None, 48),
     ],
 )
 def test_bundled_configs_have_the_real_moe_shapes(
@@ -104,15 +108,33 @@ def test_the_tuned_file_prefix_follows_the_engines_split() -> None:
     assert spec.moe_shape(config, tp=8, expert_parallel=True).config_file_prefix() == "E=16,N=768,"
 
 
-def test_the_run_reads_the_split_from_its_engine_arguments(tmp_path: Path) -> None:
-    argv = ["--models", "qwen3-30b-a3b-fp8-static", "--backends", "triton_tuned", "--work-dir", str(tmp_path)]
+def test_the_offline_run_reads_the_split_from_its_engine_arguments(tmp_path: Path) -> None:
+    argv = ["--engine", "offline", "--models", "qwen3-30b-a3b-fp8-static", "--backends", "triton_tuned",
+            "--work-dir", str(tmp_path)]  # fmt: skip
     args = cli.parse_run_args([*argv, "--engine-arg", "tensor_parallel_size=2"])
     (job,) = cli.plan_jobs(args, None)
     assert job.shape.partition == (128, 384)
 
 
+def test_the_8_gpu_configs_match_kernels_shapes() -> None:
+    """The bundled configs and the shapes the tiles were tuned for (kernels.shapes.MODELS) are one set of numbers."""
+    from kernels.shapes import MODELS
+
+    for name, key in (
+        ("qwen3-235b-a22b-fp8-static", "qwen3-235b-a22b"),
+        ("deepseek-v3-fp8-block", "deepseek-v3"),
+        ("mixtral-8x22b-fp8-static", "mixtral-8x22b"),
+        ("llama-4-maverick-fp8", "llama-4-maverick"),
+    ):
+        config = spec.load_config(spec.resolve_model_dir(name))
+        shape, model = spec.moe_shape(config), MODELS[key]
+        assert (shape.num_experts, shape.intermediate, shape.top_k) == (model.experts, model.expert_width, model.topk)
+        assert config.get("text_config", config)["hidden_size"] == model.hidden  # fmt: skip
+
+
 def test_static_models_declare_per_tensor_static_fp8() -> None:
-    for name in ("qwen3-30b-a3b-fp8-static", "mixtral-8x7b-fp8-static"):
+    for name in ("qwen3-30b-a3b-fp8-static", "mixtral-8x7b-fp8-static", "qwen3-235b-a22b-fp8-static",
+                 "mixtral-8x22b-fp8-static"):  # fmt: skip
         quant = spec.load_config(spec.resolve_model_dir(name))["quantization_config"]
         assert quant["quant_method"] == "fp8" and quant["activation_scheme"] == "static"
         assert "weight_block_size" not in quant

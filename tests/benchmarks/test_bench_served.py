@@ -202,3 +202,31 @@ def test_the_served_harness_measures_the_tiny_model_on_the_cpu_engine(tmp_path: 
     ways = {r["way"]: r for r in csv.DictReader((out / "stream_check.csv").open())}
     assert set(ways) == {"lmi_jsonlines_invocations", "openai_sse_invocations", "openai_sse_v1_completions"}
     assert all(r["failed"] == "0" and float(r["output_tps_median"]) > 0 for r in ways.values())
+
+
+@pytest.mark.e2e
+def test_the_start_breakdown_probes_the_baked_start_with_real_requests(tmp_path: Path) -> None:
+    """The baked start (start only) sends one short batch per workload shape and counts what that compiled: the
+    path that checks "zero MoE-kernel JIT after start" per rank on the 8-GPU host, run here on the CPU engine."""
+    from entrypoint.model.tiny_model import ensure_tiny_model
+    from entrypoint.run_local import CPU_ENV_DEFAULTS, tiny_model_dir
+
+    model = ensure_tiny_model(tiny_model_dir(dict(os.environ)))
+    out, baked = tmp_path / "out", tmp_path / "baked"
+    baked.mkdir()
+    argv = [sys.executable, "-m", "benchmarks.e2e", "run", "--models", str(model), "--backends", "plan",
+            "--conc", "1,2", "--input-len", "16", "--output-len", "4", "--long-input-len", "0", "--reps", "1",
+            "--start-breakdown", "plan", "--baked-cache", str(baked), "--out-dir", str(out),
+            "--work-dir", str(tmp_path / "work"), "--budget-s", "600"]  # fmt: skip
+    done = subprocess.run(argv, cwd=REPO, env={**os.environ, **CPU_ENV_DEFAULTS}, capture_output=True, text=True,
+                          timeout=700)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    starts = {r["mode"]: r for r in csv.DictReader((out / "start_breakdown.csv").open())}
+    assert list(starts) == ["empty", "warm", "copied", "baked"]
+    assert all(r["status"] == "ok" and r["split"] == "tp1" for r in starts.values())
+    raw = json.loads((out / "h200_e2e_raw.json").read_text())
+    assert raw[0]["split"] == "tp1" and raw[0]["argv"][1:4] == ["-m", "entrypoint.serve", "serve"]
+    events = [json.loads(line) for line in (tmp_path / "work" / f"{model.name}.plan.baked.jsonl").open()]
+    (probe,) = [e for e in events if e["event"] == "serving_compiles"]
+    assert probe["jit_probe_requests_ok"] == 3  # one batch of 1 and one of 2: every request answered
+    assert "triton_compiled_while_serving_by_rank" in probe

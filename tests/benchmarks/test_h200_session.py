@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
+
+import pytest
 
 from tests.conftest_paths import REPO
 
@@ -19,7 +22,7 @@ QUEUE_A = ["e2e-nemotron", "e2e-mixtral"]
 QUEUE_B = ["qwen-start", "own-kernels"]
 
 
-def _env(tmp_path: Path, gpus: int, deadline_s: int) -> dict[str, str]:
+def _env(tmp_path: Path, gpus: int, deadline_s: int, **extra: str) -> dict[str, str]:
     return {
         **os.environ,
         "DRY_RUN": "1",
@@ -27,11 +30,12 @@ def _env(tmp_path: Path, gpus: int, deadline_s: int) -> dict[str, str]:
         "DEADLINE_S": str(deadline_s),
         "RUN_DIR": str(tmp_path / "run"),
         "OUT": str(tmp_path / "out"),
+        **extra,
     }
 
 
-def _session(tmp_path: Path, gpus: int, deadline_s: int) -> tuple[list[str], Path]:
-    env = _env(tmp_path, gpus, deadline_s)
+def _session(tmp_path: Path, gpus: int, deadline_s: int, **extra: str) -> tuple[list[str], Path]:
+    env = _env(tmp_path, gpus, deadline_s, **extra)
     start = subprocess.run(["bash", str(SCRIPT), "start"], env=env, capture_output=True, text=True, timeout=30)
     assert start.returncode == 0, start.stderr
     done = subprocess.run(["bash", str(SCRIPT), "wait", "60"], env=env, capture_output=True, text=True, timeout=90)
@@ -79,3 +83,139 @@ def test_a_second_start_while_running_collects_instead_of_restarting(tmp_path: P
     assert "all done" in done.stdout
     status = (tmp_path / "out" / "status.txt").read_text().splitlines()
     assert _steps(status, "A", "rc=0") == QUEUE_A and _steps(status, "B", "rc=0") == QUEUE_B  # each once
+
+
+# --- PLAN=x8: issue 16 on 8 GPUs (or its TP4 phases on 4) ------------------------------------------------------
+
+X8_ORDER = ["x8-qwen235-tp8", "x8-deepseek-tp8ep8", "x8-qwen235-tp8-start", "x8-deepseek-tp8", "x8-qwen235-tp4",
+            "x8-maverick-tp8", "x8-qwen235-block-tp8ep8"]  # fmt: skip
+X8_PAIRED = "x8-mixtral8x22-tp4"  # queue Y, beside x8-qwen235-tp4
+MULTICAST_LINE = (
+    "multicast: NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 "
+    "VLLM_FLASHINFER_ALLREDUCE_BACKEND=trtllm"
+)
+
+
+def _console(out: Path, queue: str, step: str) -> str:
+    with tarfile.open(out / f"{queue}.tar.gz") as tar:
+        return tar.extractfile(f"{queue}/{step}/console.log").read().decode()
+
+
+def test_x8_runs_every_phase_in_priority_order_with_the_tp4_pair_side_by_side(tmp_path: Path) -> None:
+    status, out = _session(tmp_path, gpus=8, deadline_s=5000, PLAN="x8")
+    assert _steps(status, "X", "rc=0") == X8_ORDER and _steps(status, "Y", "rc=0") == [X8_PAIRED]
+    assert sorted(p.name for p in out.iterdir()) == ["X.tar.gz", "Y.tar.gz", "status.txt"]
+    assert "env CUDA_VISIBLE_DEVICES=0,1,2,3 BUDGET_S=1470 bash benchmarks/device/e2e.sh x8-qwen235-tp4" in _console(
+        out, "X", "x8-qwen235-tp4"
+    )
+    assert "env CUDA_VISIBLE_DEVICES=4,5,6,7 BUDGET_S=1070 bash benchmarks/device/e2e.sh x8-mixtral8x22-tp4" in (
+        _console(out, "Y", X8_PAIRED)
+    )
+    # the pair starts together (same second), and the queue goes on only when both have ended
+    starts = {q: (tmp_path / "run" / q / "queue.log").read_text() for q in ("X", "Y")}
+    stamp = next(line[:10] for line in starts["X"].splitlines() if "x8-qwen235-tp4: start" in line)
+    assert f"{stamp} Y {X8_PAIRED}: start" in starts["Y"]
+    assert status.index(f"Y {X8_PAIRED} rc=0 1s") < status.index("X x8-maverick-tp8 rc=0 1s")
+
+
+def test_x8_every_step_runs_with_nvlink_multicast_off(tmp_path: Path) -> None:
+    env_without = {
+        k: v for k, v in os.environ.items() if k not in ("NCCL_NVLS_ENABLE", "VLLM_FLASHINFER_ALLREDUCE_BACKEND")
+    }
+    run = tmp_path / "run"
+    env = {**env_without, "DRY_RUN": "1", "GPUS": "8", "PLAN": "x8", "RUN_DIR": str(run), "OUT": str(tmp_path / "o")}
+    assert subprocess.run(["bash", str(SCRIPT), "start"], env=env, capture_output=True, timeout=30).returncode == 0
+    done = subprocess.run(["bash", str(SCRIPT), "wait", "60"], env=env, capture_output=True, text=True, timeout=90)
+    assert "all done" in done.stdout
+    consoles = [p.read_text() for p in run.glob("[XY]/*/console.log")]
+    assert len(consoles) == len(X8_ORDER) + 1
+    assert all(c.startswith(MULTICAST_LINE) for c in consoles)
+
+
+def test_x8_on_four_gpus_runs_the_tp4_phases_one_after_the_other(tmp_path: Path) -> None:
+    status, out = _session(tmp_path, gpus=4, deadline_s=5000, PLAN="x8")
+    assert _steps(status, "X", "rc=0") == ["x8-qwen235-tp4", X8_PAIRED] and not (out / "Y.tar.gz").exists()
+    assert "CUDA_VISIBLE_DEVICES" not in _console(out, "X", X8_PAIRED)  # the queue's own GPUs 0-3
+
+
+def test_x8_a_phase_starts_only_when_its_minimum_is_left(tmp_path: Path) -> None:
+    status, _ = _session(tmp_path, gpus=8, deadline_s=650, PLAN="x8")  # the start breakdown needs 700 s
+    assert _steps(status, "X", "skipped") == ["x8-qwen235-tp8-start"]
+    assert "x8-qwen235-tp8" in _steps(status, "X", "rc=0") and X8_PAIRED in _steps(status, "Y", "rc=0")
+
+
+def test_x8_steps_picks_what_a_later_lease_still_owes(tmp_path: Path) -> None:
+    status, _ = _session(tmp_path, gpus=8, deadline_s=5000, PLAN="x8",
+                         X8_STEPS="x8-maverick-tp8 x8-deepseek-tp8")  # fmt: skip
+    assert _steps(status, "X", "rc=") == ["x8-deepseek-tp8", "x8-maverick-tp8"]  # the plan's order, not the list's
+
+
+def test_x8_refuses_a_host_with_too_few_gpus(tmp_path: Path) -> None:
+    env = _env(tmp_path, gpus=2, deadline_s=5000, PLAN="x8")
+    start = subprocess.run(["bash", str(SCRIPT), "start"], env=env, capture_output=True, text=True, timeout=30)
+    assert start.returncode == 3 and "PLAN=x8 needs 8 GPUs (or 4 for its TP4 phases)" in start.stderr
+
+
+# --- e2e.sh's x8 phases: each is one harness command, planned here in its DRY_RUN mode --------------------------
+
+E2E = REPO / "benchmarks" / "device" / "e2e.sh"
+PHASE_SPLITS = {
+    "x8-qwen235-tp8": ["qwen3-235b-a22b-fp8-static tp8 plan", "qwen3-235b-a22b-fp8-static tp8 auto",
+                       "qwen3-235b-a22b-fp8-block plan", "qwen3-235b-a22b-fp8-block auto"],  # refused: plan_error
+    "x8-qwen235-tp8-start": ["qwen3-235b-a22b-fp8-static tp8 plan"],
+    "x8-deepseek-tp8ep8": ["deepseek-v3-fp8-block tp8ep8 triton", "deepseek-v3-fp8-block tp8ep8 plan"],
+    "x8-deepseek-tp8": ["deepseek-v3-fp8-block tp8 plan", "deepseek-v3-fp8-block tp8 auto"],
+    "x8-qwen235-tp4": ["qwen3-235b-a22b-fp8-static tp4 plan", "qwen3-235b-a22b-fp8-static tp4 auto",
+                       "qwen3-235b-a22b-fp8-block tp4 plan"],
+    "x8-mixtral8x22-tp4": ["mixtral-8x22b-fp8-static tp4 plan", "mixtral-8x22b-fp8-static tp4 auto"],
+    "x8-maverick-tp8": ["llama-4-maverick-fp8 tp8 plan", "llama-4-maverick-fp8 tp8 triton_tuned"],
+    "x8-qwen235-block-tp8ep8": ["qwen3-235b-a22b-fp8-block tp8ep8 triton", "qwen3-235b-a22b-fp8-block tp8ep8 plan"],
+}  # fmt: skip
+
+
+def _phase(tmp_path: Path, phase: str, gpus: int) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "DRY_RUN": "1",
+        "GPUS": str(gpus),
+        "PLAN_VLLM_VERSION": "0.26.0",
+        "OUT": str(tmp_path / "o"),
+        "WORK_DIR": str(tmp_path / "w"),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
+    return subprocess.run(["bash", str(E2E), phase], env=env, capture_output=True, text=True, timeout=120, cwd=REPO)
+
+
+@pytest.mark.parametrize("phase", list(PHASE_SPLITS))
+def test_each_x8_phase_plans_its_rows_with_multicast_off(tmp_path: Path, phase: str) -> None:
+    done = _phase(tmp_path, phase, gpus=8)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = [
+        line.strip().split(" (")[0]
+        for line in done.stdout.splitlines()
+        if line.startswith("  ") and line.endswith("):")
+    ]
+    assert rows == PHASE_SPLITS[phase]
+    started = len(rows) - done.stdout.count("    plan_error: ")
+    assert done.stdout.count("    multicast guard: ok") == started and "REFUSED" not in done.stdout
+    assert "5 workloads" in done.stdout or phase == "x8-qwen235-tp8-start"  # 1/8/64/128 + the 4096-token row
+
+
+def test_the_block_control_at_tp8_is_reported_refused_not_started(tmp_path: Path) -> None:
+    done = _phase(tmp_path, "x8-qwen235-tp8", gpus=8)
+    assert done.stdout.count("plan_error: resolver refused: option.tensor_parallel_degree") == 2
+
+
+def test_a_tp8_phase_refuses_fewer_than_eight_gpus(tmp_path: Path) -> None:
+    done = _phase(tmp_path, "x8-deepseek-tp8", gpus=4)
+    assert done.returncode == 3 and "phase x8-deepseek-tp8 needs 8 GPUs, this process sees 4" in done.stderr
+
+
+def test_the_shell_and_the_harness_agree_on_the_multicast_settings() -> None:
+    from benchmarks.e2e.parallel import MULTICAST_OFF
+
+    text = (REPO / "benchmarks" / "device" / "multicast_off.sh").read_text()
+    exports = dict(
+        line.removeprefix("export ").split("=", 1) for line in text.splitlines() if line.startswith("export ")
+    )
+    assert exports == MULTICAST_OFF

@@ -488,3 +488,40 @@ def test_expert_parallelism_splits_the_experts_in_the_expected_file_name():
     )
     # kernels.shapes.moe_partition: EP keeps each expert whole (N=768) and gives each GPU 128/2 experts
     assert any("E=64,N=768,device_name=NVIDIA_H200,dtype=fp8_w8a8.json: no baked file" in r for r in plan.reasons)
+
+
+QWEN3_235B_BLOCK = ModelDescription(
+    source="/models/qwen3-235b-a22b-fp8",
+    moe=MoEShape(num_experts=128, top_k=8, hidden_size=4096, expert_intermediate_size=1536),
+    quantization=SCHEMES["fp8 block"],
+)
+
+
+@pytest.mark.parametrize(
+    ("options", "gpus"),
+    [
+        pytest.param({"tensor_parallel_degree": "4"}, 4, id="TP4 leaves 384 columns per GPU: three whole blocks"),
+        pytest.param(
+            {"tensor_parallel_degree": "8", "enable_expert_parallel": "true"}, 8, id="TP8 EP8 keeps experts whole"
+        ),
+    ],
+)
+def test_a_block_fp8_split_into_whole_blocks_is_planned(options: dict[str, str], gpus: int) -> None:
+    plan = resolve(settings(**options), QWEN3_235B_BLOCK, simulate_gpus("H200", gpus), CAPS)
+    assert plan.effective_moe_backend in ("triton", "flashinfer_cutlass")
+
+
+def test_a_block_fp8_split_through_a_block_is_refused_before_vllm_loads_anything() -> None:
+    # vLLM 0.26 fp8.py create_weights: "The output_size of gate's and up's weight = 192 is not divisible by weight
+    # quantization block_n = 128" -- minutes into the start of an 8-GPU engine (Qwen3-235B-A22B-FP8 at TP8).
+    with pytest.raises(ConfigError) as refused:
+        resolve(settings(tensor_parallel_degree="8"), QWEN3_235B_BLOCK, simulate_gpus("H200", 8), CAPS)
+    assert refused.value.key == "option.tensor_parallel_degree" and refused.value.value == "8"
+    assert "192 columns per GPU, not whole 128x128 FP8 blocks" in refused.value.reason
+    assert refused.value.accepted == "1, 2, 4, option.enable_expert_parallel=true (each GPU holds whole experts)"
+
+
+def test_per_tensor_fp8_has_no_block_constraint_at_any_split() -> None:
+    static = QWEN3_235B_BLOCK.model_copy(update={"quantization": SCHEMES["native fp8 static"]})
+    plan = resolve(settings(tensor_parallel_degree="8"), static, simulate_gpus("H200", 8), CAPS)
+    assert "--tensor-parallel-size" in plan.vllm_args and plan.moe_backend is MoeBackend.TRITON
