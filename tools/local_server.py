@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 
+from entrypoint.lmi.engine_processes import engine_children
 from entrypoint.run_local import CPU_ENV_DEFAULTS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,20 +42,9 @@ def free_port() -> int:
 
 
 def engine_core_children(pid: int) -> list[int]:
-    """PIDs of vLLM EngineCore processes among ``pid``'s children (their title is VLLM::EngineCore; the kernel
-    keeps 15 characters of it in /proc/PID/comm). A child that exits while it is read is left out."""
-    try:
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        return []
-    pids = []
-    for child in map(int, children):
-        try:
-            if "EngineCor" in Path(f"/proc/{child}/comm").read_text():
-                pids.append(child)
-        except OSError:
-            continue
-    return pids
+    """PIDs of vLLM EngineCore processes among ``pid``'s children: the middleware's own lookup
+    (entrypoint/lmi/engine_processes.py), so a test kills exactly what the server watches."""
+    return sorted(engine_children(pid))
 
 
 @dataclass

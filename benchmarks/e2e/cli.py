@@ -13,7 +13,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import sys
 import time
 from collections.abc import Sequence
@@ -38,6 +37,7 @@ from benchmarks.e2e.jobs import (
 from benchmarks.e2e.logparse import condense
 from benchmarks.paths import E2E_RESULTS
 from benchmarks.sigterm import exit_on_sigterm
+from tools.local_server import free_port
 
 DEFAULT_SNAPSHOT = E2E_RESULTS / "plans.json"
 SERVED_WORKER = "benchmarks.e2e.served_worker"
@@ -387,7 +387,7 @@ def _served(
     """One start of the served engine (python -m entrypoint serve's argv and env), measured unless start_only;
     `jit_probe`: a start-only run that then sends one short batch per workload shape and counts the compiles."""
     model_dir = tokenizer.prepare_model_dir(run_dir, args.work_dir)
-    port = _free_port()
+    port = free_port()
     cmd = served.served_command(model_dir, j.setup, env, port=port, options=served_options(args), gpu=args.plan_gpu,
                                 num_gpus=args.plan_num_gpus, vllm_version=args.plan_vllm_version)  # fmt: skip
     stem = f"{j.model}.{j.setup.backend}.{tag}"
@@ -403,12 +403,6 @@ def _served(
     Path(job["result_path"]).unlink(missing_ok=True)
     status, wall = runner.run_job(job, cmd.env, args.work_dir / f"{stem}.log", timeout, worker=SERVED_WORKER)
     return _collected(job, status, wall, args.work_dir / f"{stem}.log", engines_log, tag)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _start_breakdown(

@@ -26,6 +26,7 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.e2e.jitcount import compiled_kernels
 from benchmarks.e2e.runner import PREWARM_FLASHINFER
 from benchmarks.sigterm import exit_on_sigterm
 from kernels.config_files import CONFIG_DIR
@@ -51,13 +52,8 @@ print("RESULT " + json.dumps({"import_s": import_s, "start_s": start_s, "first_r
 
 
 def count_compiled(cache_dir: Path) -> dict[str, int]:
-    """Kernels compiled into a Triton cache: one .json metadata file per compiled binary (not __grp__)."""
-    counts: dict[str, int] = {}
-    if cache_dir.exists():
-        for meta in cache_dir.rglob("*.json"):
-            if not meta.name.startswith("__grp__"):
-                counts[meta.stem] = counts.get(meta.stem, 0) + 1
-    return counts
+    """Kernels compiled into a Triton cache, by name (benchmarks/e2e/jitcount.py: one binary per entry)."""
+    return dict(compiled_kernels([cache_dir]).by_name)
 
 
 def run_state(state: str, args: argparse.Namespace, caches: Path) -> dict[str, object]:

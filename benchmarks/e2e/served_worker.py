@@ -38,6 +38,8 @@ INVOCATIONS = "/invocations"
 
 
 def versions() -> dict[str, str]:
+    """Package versions from their metadata, not tools.measure.versions: importing vLLM and torch only to read
+    `__version__` would add ~20 s to a worker whose server imports them again in its own process."""
     found = {}
     for key, dist in (("vllm", "vllm"), ("torch", "torch"), ("triton", "triton"), ("flashinfer", "flashinfer-python")):
         try:
