@@ -110,6 +110,14 @@ def _refuse_constant(name: str) -> Any:
     raise _NonFiniteConstant(f"{name} is not a JSON number; send a finite number")
 
 
+def _finite_float(literal: str) -> float:
+    """json.loads' hook for number literals with a fraction or exponent: 1e400 would become inf."""
+    value = float(literal)
+    if not math.isfinite(value):
+        raise _NonFiniteConstant(f"{literal[:40]} is out of the range of a double; send a finite number")
+    return value
+
+
 def _number_problem(exc: ValueError) -> str:
     if isinstance(exc, _NonFiniteConstant):
         return str(exc)
@@ -127,7 +135,7 @@ def classify_body(raw: bytes) -> tuple[Schema, dict[str, Any]]:
             400, "Input parsing failed: empty request body; send a JSON object with 'inputs', 'prompt' or 'messages'"
         )
     try:
-        body = json.loads(raw, parse_constant=_refuse_constant)
+        body = json.loads(raw, parse_constant=_refuse_constant, parse_float=_finite_float)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise LMIError(400, f"Input parsing failed: body is not valid JSON ({exc})") from None
     except RecursionError:  # b"[" * 100000: the decoder recurses per level
@@ -262,6 +270,16 @@ def _stop_list(params: Mapping[str, Any]) -> list[str]:
     return stops
 
 
+def _has_non_finite(value: object) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_has_non_finite(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_has_non_finite(item) for item in value)
+    return False
+
+
 def parse_lmi_request(body: Mapping[str, Any]) -> LMIRequest:
     """Validate an LMI body and build the vLLM completion request; LMIError(400) names the field."""
     inputs = body.get("inputs")
@@ -308,8 +326,12 @@ def parse_lmi_request(body: Mapping[str, Any]) -> LMIRequest:
     stops = _stop_list(params)
 
     # Any other key is a vLLM sampling field passed through by name (LMI does the same); vLLM
-    # validates it and its 400 comes back in LMI's shape.
+    # validates it and its 400 comes back in LMI's shape. What we forward must be JSON, so a
+    # non-finite number (a caller that built the dict itself; classify_body refuses them) is a 400.
     completion: dict[str, Any] = {k: v for k, v in params.items() if k not in LMI_PARAMETERS}
+    for name, value in completion.items():
+        if _has_non_finite(value):
+            raise _bad(f"parameters.{name}", value, "JSON values with finite numbers")
     completion["prompt"] = inputs
     completion["max_tokens"] = LMI_DEFAULT_MAX_NEW_TOKENS if max_new_tokens is None else max_new_tokens
     # LMI's do_sample defaults to false: greedy unless the client asks for sampling, either with
