@@ -90,6 +90,7 @@ COPY docker/install_project.sh /opt/moe-serving/docker/
 COPY pyproject.toml README.md /opt/moe-serving/src/
 COPY entrypoint/ /opt/moe-serving/src/entrypoint/
 COPY kernels/ /opt/moe-serving/src/kernels/
+COPY ops/ /opt/moe-serving/src/ops/
 COPY sagemaker_deploy/ /opt/moe-serving/src/sagemaker_deploy/
 # Installs the package (not editable), copies kernels/configs/ to /opt/moe-serving/kernel-configs,
 # generates the tiny model (1.3 MB, byte-identical everywhere) and removes the source tree.

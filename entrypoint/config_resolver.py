@@ -6,8 +6,9 @@ the same inputs always give the same plan and every case is a table row in the t
 2. the MoE backend: an explicit `option.moe_backend` (validated, then it wins), else the first rule
    of entrypoint.resolve.rules that matches, else vLLM's own choice (reported, not passed);
 3. how the backend reaches vLLM (entrypoint.resolve.backend_switch: the flag, or the pre-0.17 env);
-4. environment: tuned Triton configs, era-specific variables, CPU defaults;
-5. one reason line per automatic decision.
+4. whose fused-MoE kernel runs (entrypoint.resolve.moe_kernel: option.moe_kernel, the dispatch table);
+5. environment: tuned Triton configs, era-specific variables, CPU defaults;
+6. one reason line per automatic decision.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from entrypoint.config.moe import MoeBackend, MoeKernel
+from entrypoint.config.moe import MoeBackend
 from entrypoint.config.settings import Settings
 from entrypoint.errors import ConfigError
 from entrypoint.model.types import ModelDescription, WeightDtype
@@ -23,10 +24,12 @@ from entrypoint.resolve.backend_switch import render_backend_switch, validate_us
 from entrypoint.resolve.backends import backend_support, fp8_scheme, predict_vllm_auto
 from entrypoint.resolve.engine_args import EngineArgs, build_engine_args
 from entrypoint.resolve.gpu_types import GpuInventory
+from entrypoint.resolve.moe_kernel import choose_moe_kernel
 from entrypoint.resolve.plan import Plan, PlanModel, PlanQuantization
 from entrypoint.resolve.rules import RuleContext, first_matching_rule
 from entrypoint.resolve.tuned_configs import TunedConfigIndex, tuned_file_name
 from entrypoint.resolve.vllm_caps import VllmCapabilities
+from kernels.dispatch import DispatchTable
 from kernels.shapes import moe_partition
 
 # vLLM imports it by this path (`--middleware`); tests/entrypoint/test_config_resolver.py imports it back.
@@ -160,16 +163,6 @@ def _check_block_fp8_split(
     )
 
 
-def _check_moe_kernel(settings: Settings) -> None:
-    if settings.moe_kernel is MoeKernel.PROJECT:
-        raise ConfigError(
-            settings.option_label("moe_kernel"),
-            settings.moe_kernel.value,
-            "this build ships no project MoE kernel plugin yet (see kernels/README.md)",
-            (MoeKernel.AUTO.value, MoeKernel.VLLM.value),
-        )
-
-
 def resolve(
     settings: Settings,
     model: ModelDescription,
@@ -178,6 +171,7 @@ def resolve(
     *,
     environ: Mapping[str, str] | None = None,
     tuned: TunedConfigIndex | None = None,
+    dispatch: DispatchTable | None = None,
     context_reasons: tuple[str, ...] = (),
 ) -> Plan:
     """Decide the vLLM command line. Raises ConfigError for anything vLLM would refuse later."""
@@ -190,7 +184,6 @@ def resolve(
             "FP8/FP4/INT8 MoE kernels for this processor); run it on an NVIDIA GPU, "
             "or serve a BF16 checkpoint",
         )
-    _check_moe_kernel(settings)
     engine = build_engine_args(settings.options, settings.server, caps, gpus)
     _check_block_fp8_split(settings, model, engine, gpus, caps)
     reasons = [*context_reasons, *engine.notes]
@@ -202,6 +195,12 @@ def resolve(
         tuned_env, tuned_reasons = _tuned_config_env(model, gpus, engine, tuned, environ)
         env.update(tuned_env)
         reasons += tuned_reasons
+    kernel = choose_moe_kernel(
+        settings, model, gpus, choice.effective, caps.version, engine.tensor_parallel_size, engine.expert_parallel,
+        dispatch,
+    )  # fmt: skip
+    env.update(kernel.env)
+    reasons.append(kernel.reason)
     reasons += _environment_checks(model, caps, environ)
 
     extra_args: list[str] = []
@@ -230,7 +229,7 @@ def resolve(
         moe_backend=choice.passed,
         effective_moe_backend=choice.effective,
         moe_backend_source=choice.source,
-        moe_kernel=MoeKernel.VLLM,
+        moe_kernel=kernel.kernel,
         quantization=PlanQuantization.of(model.quantization),
         gpu=gpus.summary(),
         model_info=PlanModel.of(model),

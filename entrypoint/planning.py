@@ -12,12 +12,29 @@ from pathlib import Path
 
 from entrypoint.config.settings import load_settings
 from entrypoint.config_resolver import resolve
+from entrypoint.errors import ConfigError
 from entrypoint.model.describe import describe_model
 from entrypoint.model.sources import read_model_configs
 from entrypoint.resolve.gpu import gpu_inventory
 from entrypoint.resolve.plan import Plan
 from entrypoint.resolve.tuned_configs import TunedConfigIndex, default_config_dir
 from entrypoint.resolve.vllm_caps import detect_capabilities
+from kernels.dispatch import DISPATCH_FILE, DispatchTable, DispatchTableError
+
+# Another dispatch table for the engine plugin (entrypoint.moe_plugin reads the same variable in vLLM's processes).
+DISPATCH_TABLE_ENV = "MOE_SERVING_DISPATCH_TABLE"
+
+
+def load_dispatch_table(environ: Mapping[str, str]) -> DispatchTable:
+    """The table the plan and the plugin use: the user's file when named, else the shipped one."""
+    named = environ.get(DISPATCH_TABLE_ENV)
+    try:
+        return DispatchTable.load(Path(named) if named else DISPATCH_FILE)
+    except DispatchTableError as exc:
+        key = DISPATCH_TABLE_ENV if named else "kernels/fused_moe_dispatch.json (shipped with the image)"
+        raise ConfigError(
+            key, named or str(DISPATCH_FILE), str(exc), "a file written by benchmarks.kernels.dispatch_table"
+        ) from None
 
 
 def build_plan(
@@ -56,5 +73,6 @@ def build_plan(
         caps,
         environ=env,
         tuned=TunedConfigIndex.scan(default_config_dir(env)),
+        dispatch=load_dispatch_table(env),
         context_reasons=context,
     )

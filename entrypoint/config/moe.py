@@ -47,7 +47,7 @@ class MoeBackend(StrEnum):
 
 
 class MoeKernel(StrEnum):
-    """Whose fused-MoE kernels run: vLLM's own, or (issue 7, not shipped yet) this project's plugin."""
+    """Whose fused-MoE kernels run: vLLM's own, or ours where the dispatch table says ours wins (moe_plugin)."""
 
     AUTO = "auto"
     VLLM = "vllm"
@@ -77,4 +77,4 @@ def parse_moe_kernel(text: str | None, key: str = "option.moe_kernel") -> MoeKer
     try:
         return MoeKernel(name)
     except ValueError:
-        raise ConfigError(key, text, "unknown value", (MoeKernel.AUTO.value, MoeKernel.VLLM.value)) from None
+        raise ConfigError(key, text, "unknown value", [kernel.value for kernel in MoeKernel]) from None

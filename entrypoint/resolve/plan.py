@@ -52,7 +52,7 @@ class Plan(BaseModel):
     moe_backend: MoeBackend = MoeBackend.AUTO  # the value given to --moe-backend, auto when none is passed
     effective_moe_backend: str | None = None  # what vLLM will run ("cpu" on CPU, None for dense)
     moe_backend_source: str = "none"  # "option.moe_backend", "rule:<id>", "vllm-auto", "none"
-    moe_kernel: MoeKernel = MoeKernel.VLLM  # vLLM's own kernels, or (not shipped yet) the kernels/ plugin
+    moe_kernel: MoeKernel = MoeKernel.VLLM  # vLLM's own kernels, or ours by token count (entrypoint.moe_plugin)
     quantization: PlanQuantization = PlanQuantization()
     gpu: GpuSummary = GpuSummary()
     model_info: PlanModel = PlanModel()

@@ -8,7 +8,8 @@ import subprocess
 from tests.conftest_paths import REPO
 
 ALLOWED = (
-    "pyproject.toml", "README.md", "serving.properties", "docker/", "entrypoint/", "kernels/", "sagemaker_deploy/",
+    "pyproject.toml", "README.md", "serving.properties", "docker/", "entrypoint/", "kernels/", "ops/",
+    "sagemaker_deploy/",
 )  # fmt: skip
 
 

@@ -1,0 +1,34 @@
+"""The vLLM general plugin that puts our fused-MoE kernel (ops.fused_moe_fp8) into the engine where it wins.
+
+vLLM calls `register` in every process it starts (entry point group `vllm.general_plugins`, pyproject.toml). It does
+nothing unless the resolver's plan set MOE_SERVING_MOE_KERNEL=project (option.moe_kernel auto or project); then, on a
+vLLM it was checked against, it wraps vLLM's Triton FP8 experts (entrypoint.moe_plugin.triton_experts) so that the
+token counts kernels/fused_moe_dispatch.json lists run our kernel and every other call runs vLLM's. Any other case
+(another vLLM, the hook point gone, the table unreadable) leaves vLLM's kernel in place and logs one line saying so.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from entrypoint.moe_plugin.hook import install
+
+KERNEL_ENV = "MOE_SERVING_MOE_KERNEL"  # set by the resolver (entrypoint.config_resolver) to "project"
+TABLE_ENV = "MOE_SERVING_DISPATCH_TABLE"  # another table file (entrypoint.planning reads it too); default: shipped
+
+# A child of vLLM's logger: vLLM gives "vllm" its handler and format in every process, so these lines reach the
+# engine's log next to vLLM's own MoE lines (a logger outside that tree would drop INFO lines).
+logger = logging.getLogger("vllm.moe_serving_plugin")
+
+
+def register() -> None:
+    """vLLM's entry point: idempotent (vLLM may call it more than once per process), never raises."""
+    if os.environ.get(KERNEL_ENV) != "project":
+        return
+    try:
+        install(os.environ.get(TABLE_ENV), logger)
+    except Exception as exc:  # a plugin that raises would stop vLLM: keep vLLM's kernel and say why
+        logger.warning(
+            "moe_kernel=project: not installed (%s: %s); vLLM's fused-MoE kernels run", type(exc).__name__, exc
+        )

@@ -1,0 +1,87 @@
+"""Find vLLM's hook point, check the version, and install the dispatching experts once per process."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import logging
+from pathlib import Path
+
+from kernels.dispatch import DISPATCH_FILE, DispatchTable
+
+# The versions whose TritonExperts this plugin was read against (vllm/model_executor/layers/fused_moe/experts/
+# triton_moe.py of the 0.26.0 wheel: apply's keyword arguments below, and its own quantisation of unquantised inputs
+# when expects_unquantized_inputs is true). A different vLLM keeps its own kernel until someone checks it.
+CHECKED_VLLM = ("0.26.",)
+HOOK_MODULE = "vllm.model_executor.layers.fused_moe.experts.triton_moe"
+HOOK_CLASS = "TritonExperts"
+APPLY_PARAMETERS = (
+    "self", "output", "hidden_states", "w1", "w2", "topk_weights", "topk_ids", "activation", "global_num_experts",
+    "expert_map", "a1q_scale", "a2_scale", "workspace13", "workspace2", "expert_tokens_meta",
+    "apply_router_weight_on_input",
+)  # fmt: skip
+INSTALLED_MARK = "_moe_serving_dispatch"  # set on the class: a second register() in the process is a no-op
+
+
+def vllm_version() -> str:
+    import vllm
+
+    return str(getattr(vllm, "__version__", "unknown"))
+
+
+def find_hook(module_name: str = HOOK_MODULE, class_name: str = HOOK_CLASS) -> tuple[type | None, str]:
+    """(the experts class, "") or (None, why it cannot be hooked)."""
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        return None, f"{module_name} does not import ({exc})"
+    cls = getattr(module, class_name, None)
+    if not isinstance(cls, type):
+        return None, f"{module_name}.{class_name} is missing"
+    if not isinstance(inspect.getattr_static(cls, "expects_unquantized_inputs", None), property):
+        return None, f"{class_name}.expects_unquantized_inputs is not a property"
+    apply = getattr(cls, "apply", None)
+    if apply is None:
+        return None, f"{class_name}.apply is missing"
+    names = tuple(inspect.signature(apply).parameters)
+    if names != APPLY_PARAMETERS:
+        return None, f"{class_name}.apply takes ({', '.join(names)}), not the arguments this plugin was checked against"
+    return cls, ""
+
+
+def install(
+    table_path: str | None,
+    logger: logging.Logger,
+    *,
+    version: str | None = None,
+    hook_module: str = HOOK_MODULE,
+    hook_class: str = HOOK_CLASS,
+) -> bool:
+    """Wrap vLLM's Triton experts with the dispatch of `table_path` (default: the shipped table). True when the
+    dispatch is in place after the call; False (and one log line) when vLLM's kernel stays."""
+    from entrypoint.moe_plugin import triton_experts
+
+    version = version if version is not None else vllm_version()
+    if not version.startswith(CHECKED_VLLM):
+        logger.warning(
+            "moe_kernel=project: vLLM %s is not a version this plugin was checked against (%s); "
+            "vLLM's fused-MoE kernels run",
+            version, ", ".join(f"{v}x" for v in CHECKED_VLLM),
+        )  # fmt: skip
+        return False
+    cls, why = find_hook(hook_module, hook_class)
+    if cls is None:
+        logger.warning(
+            "moe_kernel=project: hook point not found in vLLM %s (%s); vLLM's fused-MoE kernels run", version, why
+        )
+        return False
+    if getattr(cls, INSTALLED_MARK, None) is not None:
+        return True
+    table = DispatchTable.load(Path(table_path) if table_path else DISPATCH_FILE)
+    triton_experts.patch(cls, table, logger)
+    setattr(cls, INSTALLED_MARK, table.source)
+    logger.info(
+        "moe_kernel=project: %s.%s dispatches to ops.fused_moe_fp8 by token count (%s: %d shapes)",
+        cls.__module__, cls.__name__, table.source, len(table.rows),
+    )  # fmt: skip
+    return True

@@ -1,0 +1,181 @@
+"""vLLM's Triton experts with our kernel at the token counts the dispatch table gives (entrypoint.moe_plugin).
+
+How it fits vLLM 0.26's modular kernel (fused_moe/modular_kernel.py, experts/triton_moe.py):
+- An eligible layer answers `expects_unquantized_inputs` with True, so the prepare step hands `apply` the bf16
+  activations; our kernel quantises them itself (static scale or dynamic), and vLLM's own `apply` does exactly the
+  quantisation the prepare step would have done when it sees unquantised inputs (its LoRA + all-to-all path).
+- `apply` runs ops.fused_moe_fp8 into `output` when the row lists this M, else vLLM's `apply`. The MoE layer runs
+  inside vLLM's opaque `moe_forward` custom op, so torch.compile never traces this Python; CUDA graphs are captured
+  per batch size, so each captured size holds one kernel's launches and the choice costs nothing on replay.
+- Eligible: FP8 w8a8 with a scale kind our kernel was measured on (kernels.dispatch.SCALE_KINDS), SiLU or relu²,
+  no LoRA, no biases, no SwiGLU clamp, no all-to-all dispatch (deferring the quantisation would send bf16 over it),
+  and a table row for the layer's shape on this GPU. Everything else keeps vLLM's path untouched.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import torch
+
+from kernels.dispatch import DispatchKey, DispatchRow, DispatchTable
+from ops.fused_moe_fp8 import fused_moe_fp8
+
+_ROW = "_moe_serving_row"  # per instance: the DispatchRow, or None when not eligible (decided once)
+_ACTIVATIONS = {"silu": "silu", "relu2_no_mul": "relu2"}  # vLLM's MoEActivation value → our kernel's name
+
+
+def scale_kind(experts: Any) -> str | None:
+    """Which of kernels.dispatch.SCALE_KINDS this layer's FP8 scales are, or None."""
+    qc = experts.quant_config
+    if not qc.use_fp8_w8a8 or experts.per_act_token_quant:
+        return None
+    block = experts.block_shape
+    if block is not None:
+        return "block-dynamic" if list(block) == [128, 128] and experts.a1_scale is None else None
+    w1_scale, a1_scale, a2_scale = experts.w1_scale, experts.a1_scale, experts.a2_scale
+    per_tensor = w1_scale is not None and w1_scale.numel() == experts.moe_config.num_local_experts
+    static = a1_scale is not None and a1_scale.numel() == 1 and a2_scale is not None and a2_scale.numel() == 1
+    return "tensor-static" if per_tensor and static else None
+
+
+def ineligible_because(experts: Any) -> str | None:
+    """Why this layer keeps vLLM's kernel at every M, or None when the table decides."""
+    cfg, qc = experts.moe_config, experts.quant_config
+    if scale_kind(experts) is None:
+        return "not an FP8 scale kind our kernel was measured on"
+    if cfg.activation.value not in _ACTIVATIONS:
+        return f"activation {cfg.activation.value}"
+    if cfg.is_lora_enabled or getattr(experts, "_lora_context", None) is not None:
+        return "LoRA"
+    if cfg.has_bias or experts.w1_bias is not None or experts.w2_bias is not None:
+        return "expert biases"
+    if qc.gemm1_clamp_limit is not None:
+        return "a SwiGLU clamp"
+    if cfg.moe_parallel_config.use_all2all_kernels:
+        return "all-to-all dispatch"
+    return None
+
+
+def layer_key(experts: Any) -> DispatchKey:
+    cfg = experts.moe_config
+    kind = scale_kind(experts)
+    assert kind is not None
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    return DispatchKey.of(
+        cfg.num_local_experts, cfg.intermediate_size_per_partition, cfg.hidden_dim, cfg.experts_per_token, kind, device
+    )
+
+
+def _decide(experts: Any, table: DispatchTable, logger: logging.Logger, logged: set[str]) -> DispatchRow | None:
+    why = ineligible_because(experts)
+    row = None
+    if why is None:
+        key = layer_key(experts)
+        row = table.row(key)
+        note = (
+            f"{key.label()}: ops.fused_moe_fp8 at {row.describe_ranges()}, vLLM's Triton kernel elsewhere"
+            if row
+            else f"{key.label()}: no row in {table.source}, vLLM's Triton kernel at every M"
+        )
+    else:
+        note = f"a {type(experts).__name__} layer keeps vLLM's kernel: {why}"
+    if note not in logged:  # once per shape and process, not once per layer
+        logged.add(note)
+        logger.info("moe_kernel=project: %s", note)
+    return row
+
+
+def patch(cls: type, table: DispatchTable, logger: logging.Logger) -> None:
+    """Replace cls.expects_unquantized_inputs and cls.apply with the dispatching versions (see the module doc)."""
+    original_expects = cls.expects_unquantized_inputs  # a property (entrypoint.moe_plugin.hook.find_hook checks)
+    original_apply = cls.apply
+    logged: set[str] = set()
+    # vLLM marks CUDA-graph padding rows with expert id -1 under this flag (modular_kernel._prepare); our kernel
+    # takes ids in [0, E), so those rows are masked to weight 0 then.
+    skip_padding = os.environ.get("VLLM_MOE_SKIP_PADDING", "0") not in ("", "0")
+
+    def row_of(self: Any) -> DispatchRow | None:
+        if _ROW not in self.__dict__:
+            self.__dict__[_ROW] = _decide(self, table, logger, logged)
+        return self.__dict__[_ROW]
+
+    def expects_unquantized_inputs(self: Any) -> bool:
+        return bool(original_expects.fget(self)) or row_of(self) is not None
+
+    def apply(
+        self: Any,
+        output: torch.Tensor,
+        hidden_states: torch.Tensor,
+        w1: torch.Tensor,
+        w2: torch.Tensor,
+        topk_weights: torch.Tensor,
+        topk_ids: torch.Tensor,
+        activation: Any,
+        global_num_experts: int,
+        expert_map: torch.Tensor | None,
+        a1q_scale: torch.Tensor | None,
+        a2_scale: torch.Tensor | None,
+        workspace13: torch.Tensor,
+        workspace2: torch.Tensor,
+        expert_tokens_meta: Any,
+        apply_router_weight_on_input: bool,
+    ) -> None:
+        row = row_of(self)
+        name = _ACTIVATIONS.get(getattr(activation, "value", ""), "")
+        if (
+            row is not None
+            and a1q_scale is None
+            and hidden_states.dtype in (torch.bfloat16, torch.float16)
+            and row.uses_project_kernel(hidden_states.size(0), name)
+        ):
+            run_project_kernel(
+                self, output, hidden_states, w1, w2, topk_weights, topk_ids, name, expert_map,
+                a2_scale, apply_router_weight_on_input, skip_padding,
+            )  # fmt: skip
+            return
+        original_apply(
+            self, output=output, hidden_states=hidden_states, w1=w1, w2=w2, topk_weights=topk_weights,
+            topk_ids=topk_ids, activation=activation, global_num_experts=global_num_experts, expert_map=expert_map,
+            a1q_scale=a1q_scale, a2_scale=a2_scale, workspace13=workspace13, workspace2=workspace2,
+            expert_tokens_meta=expert_tokens_meta, apply_router_weight_on_input=apply_router_weight_on_input,
+        )  # fmt: skip
+
+    cls.expects_unquantized_inputs = property(expects_unquantized_inputs, doc=original_expects.__doc__)
+    cls.apply = apply
+
+
+def run_project_kernel(
+    experts: Any,
+    output: torch.Tensor,
+    hidden_states: torch.Tensor,
+    w1: torch.Tensor,
+    w2: torch.Tensor,
+    topk_weights: torch.Tensor,
+    topk_ids: torch.Tensor,
+    activation: str,
+    expert_map: torch.Tensor | None,
+    a2_scale: torch.Tensor | None,
+    apply_router_weight_on_input: bool,
+    skip_padding: bool,
+) -> None:
+    """vLLM's apply contract, computed by ops.fused_moe_fp8: `output` (M, K) gets Σ_k w · expert(x)."""
+    ids, weights = topk_ids, topk_weights
+    if apply_router_weight_on_input:
+        weights = torch.ones_like(topk_weights)  # the prepare step already scaled the input (top-k = 1)
+    if expert_map is not None:  # expert parallelism: global ids → this rank's, -1 where another rank holds it
+        ids = expert_map[ids.long()]
+    if expert_map is not None or skip_padding:
+        missing = ids < 0
+        weights = torch.where(missing, torch.zeros_like(weights), weights)
+        ids = torch.where(missing, torch.zeros_like(ids), ids)
+    static = experts.block_shape is None
+    fused_moe_fp8(
+        hidden_states, w1, w2, weights, ids,
+        w13_scale=experts.w1_scale, w2_scale=experts.w2_scale,
+        a13_scale=experts.a1_scale.reshape(1) if static else None,
+        a2_scale=a2_scale.reshape(1) if static and a2_scale is not None else None,
+        block_shape=experts.block_shape, activation=activation, out=output,
+    )  # fmt: skip

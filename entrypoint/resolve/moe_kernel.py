@@ -1,0 +1,118 @@
+"""option.moe_kernel: whose fused-MoE kernel runs inside vLLM's Triton backend — vLLM's own, or ours where it wins.
+
+`project` means the engine plugin (entrypoint.moe_plugin) dispatches by token count to ops.fused_moe_fp8 at the M
+values kernels/fused_moe_dispatch.json lists for the layer's shape on this GPU, and to vLLM's kernel everywhere else.
+It needs: an FP8 MoE model with a scale kind our kernel was measured on, the Triton backend (the plugin wraps vLLM's
+Triton experts), an SM90 GPU, a vLLM the plugin was checked against, and a table row for the shape. `auto` turns it on
+exactly then; an explicit `project` where one of them fails is refused before anything loads; `vllm` is off.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from entrypoint.config.moe import MoeKernel
+from entrypoint.config.settings import Settings
+from entrypoint.errors import ConfigError
+from entrypoint.model.types import ModelDescription
+from entrypoint.moe_plugin import KERNEL_ENV
+from entrypoint.moe_plugin.hook import CHECKED_VLLM
+from entrypoint.resolve.backends import fp8_scheme
+from entrypoint.resolve.gpu_types import GpuInventory
+from kernels.dispatch import DispatchKey, DispatchRow, DispatchTable
+from kernels.shapes import moe_partition
+
+
+@dataclass(frozen=True)
+class KernelChoice:
+    kernel: MoeKernel
+    reason: str
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def _scale_kind(model: ModelDescription) -> str | None:
+    quant = model.quantization
+    if not quant.is_fp8:
+        return None
+    scheme = fp8_scheme(quant)
+    if scheme.weights == "tensor" and scheme.activations == "static-tensor":
+        return "tensor-static"
+    if scheme.weights == "block" and quant.block_shape == (128, 128) and scheme.activations == "dynamic-group":
+        return "block-dynamic"
+    return None
+
+
+def _project_row(
+    model: ModelDescription,
+    gpus: GpuInventory,
+    effective_backend: str | None,
+    vllm_version: str,
+    tensor_parallel_size: int,
+    expert_parallel: bool,
+    table: DispatchTable | None,
+) -> tuple[DispatchRow | None, str]:
+    """(the table row our kernel would use, "") or (None, why the plugin cannot run here)."""
+    moe = model.moe
+    if moe is None:
+        return None, "the model is dense"
+    if gpus.is_cpu:
+        return None, "the CPU engine runs vLLM's CPU MoE kernel"
+    kind = _scale_kind(model)
+    if kind is None:
+        return (
+            None,
+            f"our kernel was measured on per-tensor static and 128-block FP8, not {model.quantization.summary()}",
+        )
+    if effective_backend != "triton":
+        return None, f"the plugin replaces vLLM's Triton experts, and the MoE backend is {effective_backend}"
+    if gpus.sm != 90:
+        return None, f"the dispatch table holds H200 (SM90) measurements; this GPU is SM{gpus.sm}"
+    if not vllm_version.startswith(CHECKED_VLLM):
+        return (
+            None,
+            f"the plugin was checked against vLLM {', '.join(v + 'x' for v in CHECKED_VLLM)}, not {vllm_version}",
+        )
+    if table is None:
+        return None, "no dispatch table is installed (kernels/fused_moe_dispatch.json)"
+    device = gpus.primary
+    assert device is not None
+    experts, n = moe_partition(moe.num_experts, moe.expert_intermediate_size, tensor_parallel_size, expert_parallel)
+    key = DispatchKey.of(experts, n, moe.hidden_size, moe.top_k, kind, device.name)
+    row = table.row(key)
+    if row is None:
+        return None, f"{table.source} has no M where our kernel wins for {key.label()}"
+    return row, ""
+
+
+def choose_moe_kernel(
+    settings: Settings,
+    model: ModelDescription,
+    gpus: GpuInventory,
+    effective_backend: str | None,
+    vllm_version: str,
+    tensor_parallel_size: int,
+    expert_parallel: bool,
+    table: DispatchTable | None,
+) -> KernelChoice:
+    """The kernel choice and its one reason line; ConfigError for an explicit `project` that cannot run."""
+    user = settings.moe_kernel
+    if user is MoeKernel.VLLM:
+        source = settings.sources.get("moe_kernel", "option.moe_kernel")
+        return KernelChoice(MoeKernel.VLLM, f"moe_kernel: vllm (user setting from {source}): vLLM's fused-MoE kernels")
+    row, why = _project_row(model, gpus, effective_backend, vllm_version, tensor_parallel_size, expert_parallel, table)
+    if row is None and user is MoeKernel.PROJECT:
+        raise ConfigError(
+            settings.option_label("moe_kernel"),
+            user.value,
+            f"our fused-MoE kernel cannot run here: {why}",
+            (MoeKernel.AUTO.value, MoeKernel.VLLM.value),
+        )
+    if row is None:
+        return KernelChoice(MoeKernel.VLLM, f"moe_kernel: vllm (auto: {why})")
+    origin = "user setting" if user is MoeKernel.PROJECT else "auto"
+    assert table is not None
+    reason = (
+        f"moe_kernel: project ({origin}): ops.fused_moe_fp8 at {row.describe_ranges()} for {row.key.label()}, "
+        f"vLLM's Triton kernel at every other M; evidence: {table.source} (measured as {row.shape})"
+    )
+    return KernelChoice(MoeKernel.PROJECT, reason, {KERNEL_ENV: "project"})

@@ -1,0 +1,188 @@
+"""The engine plugin without a GPU: registration in a real vLLM process, the version check, the hook-point check,
+and the patched TritonExperts of the installed vLLM dispatching by token count — our kernel (Triton's interpreter on
+the CPU) against the float64 reference, vLLM's path everywhere else.
+
+vLLM's own Triton kernel needs CUDA, so on the CPU the class under the patch is vLLM's TritonExperts with its apply
+replaced by a recorder (`RecordingExperts`); tests/entrypoint/moe_plugin/test_plugin_gpu.py runs the real one."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from typing import Any, ClassVar
+
+import pytest
+import torch
+
+from entrypoint.moe_plugin import KERNEL_ENV
+from entrypoint.moe_plugin.hook import APPLY_PARAMETERS, find_hook, install
+from entrypoint.moe_plugin.triton_experts import layer_key, patch
+from kernels.dispatch import DispatchRow, DispatchTable
+from ops.reference import MOE_TOLERANCE, fused_moe_reference, rel_err
+from tests.conftest_paths import REPO
+from tests.entrypoint.moe_plugin.vllm_experts import ExpertsCase, triton_experts
+
+SHAPE = dict(e=8, top_k=2, k=256, n=128)  # small enough for the interpreter, two K blocks, two N tiles
+
+
+def _run_vllm_process(code: str, env: dict[str, str]) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300,
+        env={**os.environ, **env},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    return done.stdout + done.stderr
+
+
+LOAD_PLUGINS = """
+from vllm.plugins import load_general_plugins
+load_general_plugins()
+from vllm.model_executor.layers.fused_moe.experts.triton_moe import TritonExperts
+print("apply from", TritonExperts.apply.__module__)
+"""
+
+
+@pytest.mark.parametrize("asked", [True, False], ids=["plan asks for it", "plan does not"])
+def test_vllm_loads_the_plugin_which_checks_the_version_and_leaves_vllm_032_alone(asked: bool) -> None:
+    # The installed vLLM of `make venv` is the CPU build 0.32.0: not a version the hook was checked against.
+    out = _run_vllm_process(LOAD_PLUGINS, {KERNEL_ENV: "project"} if asked else {KERNEL_ENV: ""})
+    lines = [line for line in out.splitlines() if "moe_kernel=project" in line]
+    if asked:
+        assert len(lines) == 1, out[-3000:]
+        assert "vLLM 0.32.0 is not a version this plugin was checked against (0.26.x)" in lines[0]
+        assert "vLLM's fused-MoE kernels run" in lines[0]
+    else:
+        assert lines == []
+    assert "apply from vllm.model_executor.layers.fused_moe.experts.triton_moe" in out
+
+
+def test_a_missing_hook_point_leaves_vllms_kernel_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    logger = logging.getLogger("test.moe_plugin")
+    with caplog.at_level(logging.INFO, logger="test.moe_plugin"):
+        assert not install(None, logger, version="0.26.0", hook_module="vllm.model_executor.no_such_module")
+    (record,) = caplog.records
+    assert (
+        "hook point not found in vLLM 0.26.0 (vllm.model_executor.no_such_module does not import" in record.getMessage()
+    )
+
+
+def test_the_hook_check_refuses_a_changed_apply_signature() -> None:
+    cls, why = find_hook("tests.entrypoint.moe_plugin.test_plugin", "ChangedExperts")
+    assert cls is None and "ChangedExperts.apply takes (self, output, hidden_states)" in why
+    cls, why = find_hook("vllm.model_executor.layers.fused_moe.experts.triton_moe", "TritonExperts")
+    assert why == "" and tuple(__import__("inspect").signature(cls.apply).parameters) == APPLY_PARAMETERS
+
+
+class ChangedExperts:
+    @property
+    def expects_unquantized_inputs(self) -> bool:
+        return False
+
+    def apply(self, output: Any, hidden_states: Any) -> None:
+        pass
+
+
+def _recording_class() -> type:
+    """vLLM's TritonExperts with apply recording what vLLM's kernel was asked (it cannot run on the CPU)."""
+    from vllm.model_executor.layers.fused_moe.experts.triton_moe import TritonExperts
+
+    class RecordingExperts(TritonExperts):
+        calls: ClassVar[list[dict[str, Any]]] = []
+
+        def apply(self, **kwargs: Any) -> None:  # type: ignore[override]
+            RecordingExperts.calls.append(kwargs)
+            kwargs["output"].zero_()
+
+    return RecordingExperts
+
+
+def _patched(case: ExpertsCase, ranges: tuple[tuple[int, int], ...], activation: str = "silu") -> type:
+    cls = _recording_class()
+    key = layer_key(case.experts)
+    table = DispatchTable.from_rows([DispatchRow(key, "test", activation, ranges)], "test-table")
+    patch(cls, table, logging.getLogger("test.moe_plugin"))
+    case.experts.__class__ = cls  # the instance vLLM built, now of the patched class
+    return cls
+
+
+def _reference(case: ExpertsCase, weights: torch.Tensor | None = None, ids: torch.Tensor | None = None):
+    kw = {k: v for k, v in case.kernel_kwargs.items()}
+    w = case.topk_weights if weights is None else weights
+    i = case.topk_ids if ids is None else ids
+    return fused_moe_reference(case.hidden, case.w13, case.w2, w, i, **kw)
+
+
+@pytest.mark.parametrize(
+    ("scales", "gated"),
+    [("tensor-static", True), ("block-dynamic", True), ("tensor-static", False)],
+    ids=["per-tensor static SiLU", "128-block dynamic SiLU", "per-tensor static relu2 (Nemotron)"],
+)
+def test_listed_token_counts_run_our_kernel_and_the_others_vllms(scales: str, gated: bool, device: str) -> None:
+    case = triton_experts(2, **SHAPE, scales=scales, gated=gated, device=device)
+    cls = _patched(case, ((1, 2),), "silu" if gated else "relu2")
+    assert case.experts.expects_unquantized_inputs  # the prepare step must hand apply the bf16 input
+    out = case.apply(cls)
+    assert cls.calls == []
+    assert rel_err(out.double(), _reference(case)) < MOE_TOLERANCE[torch.bfloat16]
+
+    wider = triton_experts(3, **SHAPE, scales=scales, gated=gated, device=device)
+    wider.experts.__class__ = cls
+    wider.apply(cls)
+    assert [c["hidden_states"].shape[0] for c in cls.calls] == [3]
+    assert cls.calls[0]["hidden_states"].dtype == torch.bfloat16 and cls.calls[0]["a1q_scale"] is None
+
+
+def test_a_shape_without_a_row_keeps_vllms_kernel_and_the_quantised_prepare(device: str) -> None:
+    case = triton_experts(1, **SHAPE, scales="tensor-static", device=device)
+    cls = _recording_class()
+    patch(cls, DispatchTable.from_rows([], "empty"), logging.getLogger("test.moe_plugin"))
+    case.experts.__class__ = cls
+    assert not case.experts.expects_unquantized_inputs
+    case.apply(cls)
+    assert len(cls.calls) == 1
+
+
+def test_expert_parallel_ids_outside_this_rank_contribute_nothing(device: str) -> None:
+    case = triton_experts(2, **SHAPE, scales="tensor-static", device=device)
+    cls = _patched(case, ((1, 4),))
+    # this rank holds global experts 8..15 as local 0..7; the token's other expert lives on another rank
+    expert_map = torch.full((16,), -1, dtype=torch.int32, device=device)
+    expert_map[8:] = torch.arange(8, dtype=torch.int32, device=device)
+    global_ids = case.topk_ids.clone() + 8
+    global_ids[:, 1] = 0  # on another rank
+    out = case.apply(cls, topk_ids=global_ids, expert_map=expert_map, global_num_experts=16)
+    weights = case.topk_weights.clone()
+    weights[:, 1] = 0
+    ref = _reference(case, weights=weights)
+    assert rel_err(out.double(), ref) < MOE_TOLERANCE[torch.bfloat16]
+
+
+def test_router_weight_on_input_is_not_applied_twice(device: str) -> None:
+    case = triton_experts(2, e=8, top_k=1, k=256, n=128, scales="tensor-static", device=device)
+    cls = _patched(case, ((1, 2),))
+    case.topk_weights = torch.tensor([[0.3], [0.7]], device=device)  # top-1 weights are 1 after renormalising
+    # vLLM's prepare step already multiplied the input by the (top-1) router weight
+    out = case.apply(cls, apply_router_weight_on_input=True)
+    ref = _reference(case, weights=torch.ones_like(case.topk_weights))
+    assert rel_err(out.double(), ref) < MOE_TOLERANCE[torch.bfloat16]
+
+
+def test_a_layer_our_kernel_was_not_measured_on_is_never_patched_in(device: str) -> None:
+    from vllm.model_executor.layers.fused_moe.config import fp8_w8a8_moe_quant_config
+
+    case = triton_experts(1, **SHAPE, scales="tensor-static", device=device)
+    kw = case.kernel_kwargs
+    # dynamic per-token activations: not a scale kind in the table (and vLLM's numerics differ from ours there)
+    case.experts.quant_config = fp8_w8a8_moe_quant_config(
+        w1_scale=kw["w13_scale"], w2_scale=kw["w2_scale"], per_act_token_quant=True
+    )
+    cls = _recording_class()
+    table = DispatchTable.from_rows(
+        [DispatchRow(layer_key(triton_experts(1, **SHAPE, scales="tensor-static").experts), "t", "silu", ((1, 8),))],
+        "t",
+    )
+    patch(cls, table, logging.getLogger("test.moe_plugin"))
+    case.experts.__class__ = cls
+    assert not case.experts.expects_unquantized_inputs

@@ -1,0 +1,113 @@
+"""option.moe_kernel through the resolver: auto turns our kernel on exactly where the shipped dispatch table has a
+row, an explicit `project` that cannot run is refused before anything loads, `vllm` is off."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from entrypoint.config.moe import MoeKernel
+from entrypoint.config_resolver import resolve
+from entrypoint.errors import ConfigError
+from entrypoint.model.types import ModelDescription, MoEShape
+from entrypoint.moe_plugin import KERNEL_ENV
+from entrypoint.planning import DISPATCH_TABLE_ENV, load_dispatch_table
+from entrypoint.resolve.gpu import simulate_gpus
+from entrypoint.resolve.vllm_caps import load_snapshot
+from kernels.dispatch import DISPATCH_FILE, DispatchTable
+from tests.entrypoint.test_config_resolver import CAPS, QWEN3_MOE, SCHEMES, settings
+
+TABLE = DispatchTable.load()
+MIXTRAL = MoEShape(num_experts=8, top_k=2, hidden_size=4096, expert_intermediate_size=14336)
+DEEPSEEK = MoEShape(num_experts=256, top_k=8, hidden_size=7168, expert_intermediate_size=2048)
+
+
+def described(scheme: str, moe: MoEShape | None = QWEN3_MOE) -> ModelDescription:
+    return ModelDescription(source="/models/m", moe=moe, quantization=SCHEMES[scheme])
+
+
+def plan_for(scheme: str = "native fp8 static", moe: MoEShape | None = QWEN3_MOE, gpu: str = "H200", **options: str):
+    gpus = simulate_gpus(gpu, int(options.pop("num_gpus", "1")))
+    return resolve(settings(**options), described(scheme, moe), gpus, CAPS, dispatch=TABLE)
+
+
+def test_auto_turns_our_kernel_on_where_the_table_has_a_row_and_says_where():
+    plan = plan_for()
+    assert plan.moe_kernel is MoeKernel.PROJECT
+    assert plan.env[KERNEL_ENV] == "project"
+    (line,) = [r for r in plan.reasons if r.startswith("moe_kernel:")]
+    assert "project (auto): ops.fused_moe_fp8 at M=1, M=8 for E=128,N=768,K=2048,top_k=8,tensor-static" in line
+    assert "measured as qwen3-30b-a3b:tp1" in line and "vLLM's Triton kernel at every other M" in line
+
+
+@pytest.mark.parametrize("scheme", ["modelopt fp8", "ct tensor static"])
+def test_every_per_tensor_static_checkpoint_format_is_the_measured_scale_kind(scheme):
+    assert plan_for(scheme).moe_kernel is MoeKernel.PROJECT
+
+
+def test_block_fp8_deepseek_at_tp8_uses_its_row():
+    plan = plan_for("fp8 block", DEEPSEEK, num_gpus="8", tensor_parallel_degree="8")
+    assert plan.moe_kernel is MoeKernel.PROJECT
+    assert any("M=1..2 for E=256,N=256,K=7168,top_k=8,block-dynamic" in r for r in plan.reasons)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "why"),
+    [
+        pytest.param({"moe": MIXTRAL}, "has no M where our kernel wins for E=8,N=14336", id="mixtral: no winning M"),
+        pytest.param({"num_gpus": "2", "tensor_parallel_degree": "2"}, "for E=128,N=384", id="qwen3 TP2: not measured"),
+        pytest.param({"gpu": "H100"}, "NVIDIA_H100_80GB_HBM3", id="H100: the table is H200 measurements"),
+        pytest.param({"gpu": "B200", "moe_backend": "triton"}, "this GPU is SM100", id="B200 with triton"),
+        pytest.param({"scheme": "native fp8 dynamic"}, "fp8 dynamic tensor activations", id="dynamic activations"),
+        pytest.param(
+            {"moe_backend": "flashinfer_cutlass"}, "the MoE backend is flashinfer_cutlass", id="other backend"
+        ),
+        pytest.param({"moe": None}, "the model is dense", id="dense"),
+    ],
+)
+def test_auto_keeps_vllms_kernel_and_says_why(kwargs, why):
+    plan = plan_for(**kwargs)
+    assert plan.moe_kernel is MoeKernel.VLLM and KERNEL_ENV not in plan.env
+    (line,) = [r for r in plan.reasons if r.startswith("moe_kernel:")]
+    assert line.startswith("moe_kernel: vllm (auto: ") and why in line
+
+
+def test_an_explicit_project_that_cannot_run_is_refused_naming_key_value_reason_and_choices():
+    with pytest.raises(ConfigError) as caught:
+        plan_for(moe=MIXTRAL, moe_kernel="project")
+    message = str(caught.value)
+    assert message.startswith("option.moe_kernel='project': our fused-MoE kernel cannot run here: ")
+    assert "has no M where our kernel wins for E=8,N=14336" in message and message.endswith("Accepted: auto, vllm")
+
+
+def test_an_explicit_project_where_it_can_run_is_the_users_choice():
+    plan = plan_for(moe_kernel="project")
+    assert plan.moe_kernel is MoeKernel.PROJECT
+    assert any(r.startswith("moe_kernel: project (user setting): ") for r in plan.reasons)
+
+
+def test_vllm_turns_it_off_even_where_the_table_has_a_row():
+    plan = plan_for(moe_kernel="vllm")
+    assert plan.moe_kernel is MoeKernel.VLLM and KERNEL_ENV not in plan.env
+    assert any(r.startswith("moe_kernel: vllm (user setting from ") for r in plan.reasons)
+
+
+def test_a_vllm_the_plugin_was_not_checked_against_keeps_vllms_kernel():
+    gpus = simulate_gpus("H200")
+    plan = resolve(settings(), described("native fp8 static"), gpus, load_snapshot("0.32.0"), dispatch=TABLE)
+    assert plan.moe_kernel is MoeKernel.VLLM
+    assert any("checked against vLLM 0.26.x, not 0.32.0" in r for r in plan.reasons)
+
+
+def test_the_shipped_table_loads_and_a_bad_one_named_by_env_is_a_config_error(tmp_path: Path):
+    assert load_dispatch_table({}).rows == TABLE.rows and TABLE.source == str(DISPATCH_FILE)
+    bad = tmp_path / "table.json"
+    rows = json.loads(DISPATCH_FILE.read_text())["rows"]
+    rows[0]["scales"] = "channel"
+    bad.write_text(json.dumps({"rows": rows}))
+    with pytest.raises(ConfigError) as caught:
+        load_dispatch_table({DISPATCH_TABLE_ENV: str(bad)})
+    assert str(caught.value).startswith(f"{DISPATCH_TABLE_ENV}='{bad}': ")
+    assert "row 0: scales='channel'; accepted: tensor-static, block-dynamic" in str(caught.value)

@@ -1,0 +1,54 @@
+"""kernels.dispatch: the table's reader names the row and field of a malformed entry; lookups by shape and M."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kernels.dispatch import DISPATCH_FILE, DispatchKey, DispatchTable, DispatchTableError
+
+ROW = json.loads(DISPATCH_FILE.read_text())["rows"][0]
+
+
+def _write(tmp_path: Path, rows: object) -> Path:
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"rows": rows}))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"scales": "channel"}, "row 0: scales='channel'; accepted: tensor-static, block-dynamic"),
+        ({"activation": "gelu"}, "row 0: activation='gelu'; accepted: silu, relu2"),
+        ({"experts": "128"}, "row 0: field 'experts' must be int, got '128'"),
+        ({"top_k": True}, "row 0: field 'top_k' must be int, got True"),
+        ({"token_ranges": [[4, 2]]}, "row 0: token range [4, 2] must be [lo, hi] with 1 <= lo <= hi"),
+        ({"token_ranges": "1-2"}, "row 0: field 'token_ranges' must be a list of [lo, hi], got '1-2'"),
+    ],
+)
+def test_a_malformed_row_is_refused_naming_row_and_field(tmp_path: Path, change: dict, message: str) -> None:
+    with pytest.raises(DispatchTableError, match=None) as caught:
+        DispatchTable.load(_write(tmp_path, [{**ROW, **change}]))
+    assert message in str(caught.value)
+
+
+def test_an_unreadable_file_is_a_dispatch_table_error(tmp_path: Path) -> None:
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(DispatchTableError, match="cannot read the dispatch table"):
+        DispatchTable.load(tmp_path / "bad.json")
+    with pytest.raises(DispatchTableError, match="expected an object with a 'rows' list"):
+        DispatchTable.load(_write(tmp_path, {"a": 1}))
+
+
+def test_lookup_by_shape_device_and_token_count() -> None:
+    table = DispatchTable.load()
+    key = DispatchKey.of(128, 768, 2048, 8, "tensor-static", "NVIDIA H200 NVL")
+    row = table.row(key)
+    assert row is not None and row.shape == "qwen3-30b-a3b:tp1"
+    assert [m for m in (1, 2, 4, 8, 16) if row.uses_project_kernel(m, "silu")] == [1, 8]
+    assert not row.uses_project_kernel(1, "relu2")  # measured with SiLU
+    assert table.row(DispatchKey.of(128, 768, 2048, 8, "tensor-static", "NVIDIA H100 80GB HBM3")) is None
+    assert table.row(DispatchKey.of(8, 14336, 4096, 2, "tensor-static", "NVIDIA H200")) is None  # no winning M
