@@ -67,11 +67,12 @@ fi
 export PYTHONUNBUFFERED=1
 
 # --plan-gpu: the plan row is what `serve` would run on an H200, whether or not NVML answers in this process.
-# plan vs auto (vLLM's own choice) vs triton on vLLM's default tiles (what LMI v28/v29 run: they carry vLLM PR
-# #50040), 512 in / 256 out, best and median of 3.
+# plan (with our kernel where the dispatch table has the shape) vs the plan with vLLM's kernels only
+# (plan_vllm_kernel = option.moe_kernel=vllm) vs auto (vLLM's own choice) vs triton on vLLM's default tiles (what
+# LMI v28/v29 run: they carry vLLM PR #50040), 512 in / 256 out, best and median of 3.
 COMMON=(--out-dir "$OUT" --work-dir "$WORK" --budget-s "$BUDGET_S" --reps 3 --output-len 256 --plan-gpu H200)
 [ -n "${PLAN_VLLM_VERSION:-}" ] && COMMON+=(--plan-vllm-version "$PLAN_VLLM_VERSION")
-SERVED=(--backends plan,auto,triton --conc 1,8,16,32,64 --long-conc 1)
+SERVED=(--backends plan,plan_vllm_kernel,auto,triton --conc 1,2,4,8,16,32,64 --long-conc 1)
 case "$PHASE" in
   qwen)      # The image's baked Triton cache for this shape (BAKED_CACHE: one made elsewhere by the same command, at
              # the path it is read from here, as the image's aot stage makes it without a GPU), else baked now.

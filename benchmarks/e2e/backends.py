@@ -20,10 +20,13 @@ from typing import Any
 
 from benchmarks.e2e.spec import MoEShape
 
-BACKENDS: tuple[str, ...] = ("auto", "plan", "triton", "triton_tuned", "flashinfer_cutlass")
+# plan_vllm_kernel: the plan with option.moe_kernel=vllm (vLLM's kernels only), what the plugin adds is plan / it.
+BACKENDS: tuple[str, ...] = ("auto", "plan", "plan_vllm_kernel", "triton", "triton_tuned", "flashinfer_cutlass")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TUNED_DIR = REPO_ROOT / "kernels" / "configs"
 TUNED_ENV = "VLLM_TUNED_CONFIG_FOLDER"
+# The plan's switch for our kernel inside the engine (entrypoint.moe_plugin.KERNEL_ENV): only the plan rows keep it.
+KERNEL_ENV = "MOE_SERVING_MOE_KERNEL"
 
 
 @dataclass(frozen=True)
@@ -73,11 +76,13 @@ def tuned_files_for(shape: MoEShape, tuned_dir: Path = TUNED_DIR) -> list[Path]:
 
 def _fixed_setup(backend: str, shape: MoEShape, tuned_dir: Path) -> EngineSetup:
     if backend == "auto":
-        return EngineSetup("auto", None, unset_env=(TUNED_ENV,), note="vLLM's own choice")
+        return EngineSetup("auto", None, unset_env=(TUNED_ENV, KERNEL_ENV), note="vLLM's own choice")
     if backend == "triton":
-        return EngineSetup("triton", "triton", unset_env=(TUNED_ENV,), note="vLLM's shipped/default tiles")
+        return EngineSetup(
+            "triton", "triton", unset_env=(TUNED_ENV, KERNEL_ENV), note="vLLM's shipped/default tiles (LMI v28/v29)"
+        )
     if backend == "flashinfer_cutlass":
-        return EngineSetup("flashinfer_cutlass", "flashinfer_cutlass", unset_env=(TUNED_ENV,))
+        return EngineSetup("flashinfer_cutlass", "flashinfer_cutlass", unset_env=(TUNED_ENV, KERNEL_ENV))
     if backend == "triton_tuned":
         files = tuned_files_for(shape, tuned_dir)
         note = (
@@ -85,7 +90,9 @@ def _fixed_setup(backend: str, shape: MoEShape, tuned_dir: Path) -> EngineSetup:
             if files
             else f"no file {shape.config_file_prefix()}... in {tuned_dir}: same tiles as triton"
         )
-        return EngineSetup("triton_tuned", "triton", env={TUNED_ENV: str(tuned_dir)}, note=note)
+        return EngineSetup(
+            "triton_tuned", "triton", env={TUNED_ENV: str(tuned_dir)}, unset_env=(KERNEL_ENV,), note=note
+        )
     raise ValueError(f"backend {backend!r}: accepted {', '.join(BACKENDS)}")
 
 
@@ -122,14 +129,18 @@ def engine_setups(
     setups: list[EngineSetup] = []
     seen: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
     for name in backends:
-        if name == "plan":
+        if name in ("plan", "plan_vllm_kernel"):
             if plan_provider is None:
                 raise ValueError("backend 'plan' needs the resolver or a plan snapshot; neither is available")
             try:
                 setup = _plan_setup(plan_provider(model_dir), tuned_dir)
             except Exception as exc:  # the resolver's refusal is a result to report, not a crash
-                setups.append(EngineSetup("plan", None, note="resolver refused", error=f"{type(exc).__name__}: {exc}"))
+                setups.append(EngineSetup(name, None, note="resolver refused", error=f"{type(exc).__name__}: {exc}"))
                 continue
+            if name == "plan_vllm_kernel":
+                env = {k: v for k, v in setup.env.items() if k != KERNEL_ENV}
+                unset = (*setup.unset_env, KERNEL_ENV)
+                setup = replace(setup, backend=name, env=env, unset_env=unset, note=setup.note + "; moe_kernel=vllm")
         else:
             setup = _fixed_setup(name, shape, tuned_dir)
         key = _identity(setup, shape)

@@ -96,7 +96,9 @@ LMI_OPTIONS: tuple[LmiOption, ...] = (
     LmiOption(
         "moe_kernel",
         "–",
-        notes="`auto`/`vllm`; `project` is refused until the kernels/ plugin ships",
+        notes="`auto` (our fused-MoE kernel at the token counts kernels/fused_moe_dispatch.json lists for the "
+        "shape on an H200 with the Triton backend, vLLM's elsewhere), `project` (the same, refused where it "
+        "cannot run) or `vllm` (vLLM's kernels only); sets MOE_SERVING_MOE_KERNEL for the engine plugin",
     ),
 )
 
@@ -127,7 +129,7 @@ DTYPE_NAMES: dict[str, str] = {
 }
 
 # Options this container interprets itself (never passed through verbatim): typed fields of Settings,
-# values in entrypoint.config.moe (option.moe_kernel=project: kernels/ through a vLLM plugin, issue 7).
+# values in entrypoint.config.moe (option.moe_kernel=project: ops.fused_moe_fp8 through entrypoint.moe_plugin).
 PROJECT_OPTIONS: frozenset[str] = frozenset({"moe_backend", "moe_kernel"})
 
 # Engine/frontend arguments the entrypoint owns: the bind address comes from SageMaker's contract,

@@ -49,7 +49,7 @@ def test_defaults_give_the_short_grid_and_the_long_context_row() -> None:
     [
         (["--conc", "1,x"], "--conc: '1,x' is not a comma-separated list"),
         (["--conc", "0,8"], "--conc: '0,8' must list positive integers"),
-        (["--backends", "auto,cutlass"], "accepted: auto, plan, triton, triton_tuned, flashinfer_cutlass"),
+        (["--backends", "auto,cutlass"], "accepted: auto, plan, plan_vllm_kernel, triton, triton_tuned, flashinfer_cutlass"),
         (["--models", "no-such-model"], "--models: 'no-such-model' is neither a bundled model"),
         (["--max-num-seqs", "8"], "--max-num-seqs: 8 is below the largest concurrency 64"),
         (["--output-len", "1"], "--output-len: 1 must be >= 2"),
@@ -206,6 +206,22 @@ def test_plan_backend_follows_the_resolver_and_dedupes(tmp_path: Path) -> None:
     assert plan.engine_kwargs() == {"moe_backend": "triton"}
     assert plan.env[be.TUNED_ENV] == str(tuned)  # image path remapped to the repo's folder
     assert plan.same_engine_as == "triton_tuned"
+
+
+def test_the_plan_without_our_kernel_is_its_own_row_and_no_comparison_row_keeps_the_plugin(tmp_path: Path) -> None:
+    tuned = _tuned_dir(tmp_path, "E=128,N=768,device_name=NVIDIA_H200,dtype=fp8_w8a8.json")
+
+    def provider(model_dir: Path) -> be.PlanDecision:
+        return be.PlanDecision("triton", {be.TUNED_ENV: str(tuned), be.KERNEL_ENV: "project"}, "test")
+
+    names = ["plan", "plan_vllm_kernel", "triton_tuned", "triton", "auto"]
+    plan, without, tuned_row, triton, auto = be.engine_setups(names, tmp_path, QWEN, provider, tuned)
+    assert plan.env[be.KERNEL_ENV] == "project"
+    assert be.KERNEL_ENV not in without.env and be.KERNEL_ENV in without.unset_env
+    assert without.env[be.TUNED_ENV] == str(tuned) and without.engine_kwargs() == {"moe_backend": "triton"}
+    assert without.same_engine_as is None  # the plugin makes them different engines
+    assert tuned_row.same_engine_as == "plan_vllm_kernel"  # the plan without the plugin is triton_tuned
+    assert all(be.KERNEL_ENV in row.unset_env for row in (tuned_row, triton, auto))
 
 
 def test_a_resolver_refusal_becomes_an_error_row_not_a_crash(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from benchmarks.e2e import cli, jitcount, jobs, logparse, parallel, report, runner, served
 from benchmarks.e2e import options as bench_opts
-from benchmarks.e2e.backends import TUNED_ENV, EngineSetup
+from benchmarks.e2e.backends import KERNEL_ENV, TUNED_ENV, EngineSetup
 from benchmarks.e2e.logparse import EngineLog
 from entrypoint.planning import build_plan
 from entrypoint.serve import vllm_command
@@ -89,7 +89,7 @@ def test_the_plan_row_is_exactly_what_serve_execs_for_those_options(
 
 
 @pytest.mark.parametrize(("model", "options", "split", "moe_backend", "tuned_file"), SPLITS)
-def test_comparison_rows_differ_from_the_plan_in_the_moe_backend_switch_only(
+def test_comparison_rows_differ_from_the_plan_in_the_moe_backend_and_kernel_switches_only(
     tmp_path: Path, model: str, options: dict[str, str], split: str, moe_backend: str | None, tuned_file: str
 ) -> None:
     plan_job, *others = plan_rows(tmp_path, model, options)
@@ -99,11 +99,12 @@ def test_comparison_rows_differ_from_the_plan_in_the_moe_backend_switch_only(
             continue  # the same engine as an earlier row: it does not start
         assert row.command is not None and row.split == split
         assert served.with_moe_backend(row.command.argv, None) == served.with_moe_backend(plan_job.command.argv, None)
-        harness = set(jobs.HARNESS_ENV)
-        mine = {k: v for k, v in row.command.env.items() if k != TUNED_ENV and k not in harness}
-        plans = {k: v for k, v in plan_job.command.env.items() if k != TUNED_ENV and k not in harness}
+        skip = {*jobs.HARNESS_ENV, TUNED_ENV, KERNEL_ENV}
+        mine = {k: v for k, v in row.command.env.items() if k not in skip}
+        plans = {k: v for k, v in plan_job.command.env.items() if k not in skip}
         assert mine == plans
         assert TUNED_ENV not in row.command.env  # auto and triton: vLLM's own tile files
+        assert KERNEL_ENV not in row.command.env  # and vLLM's own kernels (LMI runs no plugin)
 
 
 def test_the_tuned_file_lookup_follows_the_plans_split_not_one_gpu(tmp_path: Path) -> None:
