@@ -49,7 +49,10 @@ def test_defaults_give_the_short_grid_and_the_long_context_row() -> None:
     [
         (["--conc", "1,x"], "--conc: '1,x' is not a comma-separated list"),
         (["--conc", "0,8"], "--conc: '0,8' must list positive integers"),
-        (["--backends", "auto,cutlass"], "accepted: auto, plan, plan_vllm_kernel, triton, triton_tuned, flashinfer_cutlass"),
+        (
+            ["--backends", "auto,cutlass"],
+            "accepted: auto, plan, plan_vllm_kernel, triton, triton_tuned, flashinfer_cutlass",
+        ),
         (["--models", "no-such-model"], "--models: 'no-such-model' is neither a bundled model"),
         (["--max-num-seqs", "8"], "--max-num-seqs: 8 is below the largest concurrency 64"),
         (["--output-len", "1"], "--output-len: 1 must be >= 2"),
