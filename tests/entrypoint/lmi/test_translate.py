@@ -289,7 +289,8 @@ def _parses(body: dict[str, Any], with_parameter: bool) -> bool:
 def test_the_fuzzed_bodies_also_reach_accepted_requests(with_parameter: bool) -> None:
     # The property above returns early on a 400; this shows its inputs reach its other branch too.
     bodies = st.fixed_dictionaries({"inputs": ANY_INPUTS, "parameters": ANY_PARAMS, "stream": ANY_STREAM})
-    find(bodies, lambda body: _parses(body, with_parameter), settings=settings(max_examples=2000))
+    # derandomized: a reachability check must not depend on the run's seed (CI once found none in 2000 random draws)
+    find(bodies, lambda body: _parses(body, with_parameter), settings=settings(max_examples=5000, derandomize=True))
 
 
 # ---------------------------------------------------------------------------------------------
