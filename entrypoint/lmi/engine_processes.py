@@ -2,9 +2,12 @@
 
 vLLM's /ping asks its engine client, whose `errored` flag is set by a monitor thread some milliseconds after the
 EngineCore process dies; a health check landing in between answered 200 for a dead engine (seen in the image
-test: 0.05 s after a SIGKILL). The kernel knows at once: the killed child is a zombie, or gone. So the
-middleware remembers the server's EngineCore children the first time it looks, and from then on a missing or
-zombie one means the engine is dead. Where the engine is not a child of this process (a launcher that starts it
+test: 0.05 s after a SIGKILL). The kernel knows at once: from the moment kill() returns, the child has SIGKILL
+pending (/proc/PID/status SigPnd/ShdPnd), then is exiting (PF_EXITING in /proc/PID/stat's flags: tearing down a
+process with GBs mapped takes tens of ms, and a zombie-or-gone check alone answered 200 in that window, 0.07 s after
+the kill, in CI), then a zombie, then gone. So the middleware remembers the server's EngineCore children the first
+time it looks, and from then on one that is missing, a zombie, exiting or with SIGKILL pending means the engine is
+dead. Where the engine is not a child of this process (a launcher that starts it
 elsewhere), nothing is seen and vLLM's own check is the only one, as before.
 """
 
@@ -17,15 +20,50 @@ from pathlib import Path
 ENGINE_COMM = "VLLM::EngineCor"
 
 
+PF_EXITING = 0x4  # include/linux/sched.h: set by do_exit() before the address space is torn down
+SIGKILL_BIT = 1 << (9 - 1)  # bit of signal 9 in /proc/PID/status's pending masks
+
+
 def process_state(pid: int, proc: Path = Path("/proc")) -> tuple[str, str] | None:
     """(comm, state letter) of a process, or None when it no longer exists."""
+    fields = _stat_fields(pid, proc)
+    return (fields[0], fields[1]) if fields else None
+
+
+def _stat_fields(pid: int, proc: Path) -> tuple[str, str, int] | None:
+    """(comm, state letter, flags) from /proc/PID/stat, or None when the process no longer exists."""
     try:
         stat = (proc / str(pid) / "stat").read_text()
     except OSError:
         return None
-    # "PID (comm) S ...": comm may hold spaces and parentheses, the state follows the last ")".
+    # "PID (comm) S ppid pgrp session tty tpgid flags ...": comm may hold spaces and parentheses, so the fields
+    # are counted from the last ")".
     comm = stat[stat.index("(") + 1 : stat.rindex(")")]
-    return comm, stat[stat.rindex(")") + 2 :].split(" ", 1)[0]
+    rest = stat[stat.rindex(")") + 2 :].split(" ")
+    return comm, rest[0], int(rest[6])
+
+
+def _sigkill_pending(pid: int, proc: Path) -> bool:
+    try:
+        status = (proc / str(pid) / "status").read_text()
+    except OSError:
+        return True  # gone between the two reads
+    for line in status.splitlines():
+        name, _, value = line.partition(":")
+        if name in ("SigPnd", "ShdPnd") and int(value.strip(), 16) & SIGKILL_BIT:
+            return True
+    return False
+
+
+def is_dying(pid: int, proc: Path = Path("/proc")) -> bool:
+    """True when the EngineCore `pid` is gone, a zombie, exiting, renamed, or has SIGKILL pending."""
+    fields = _stat_fields(pid, proc)
+    if fields is None:
+        return True
+    comm, state, flags = fields
+    if state in ("Z", "X") or flags & PF_EXITING or not comm.startswith(ENGINE_COMM):
+        return True
+    return _sigkill_pending(pid, proc)
 
 
 def engine_children(pid: int, proc: Path = Path("/proc")) -> set[int]:
@@ -58,12 +96,8 @@ class EngineProcesses:
         self.seen = engine_children(self.pid, self.proc)
 
     def dead(self) -> bool:
-        """True once an engine process on the roll is gone or a zombie. With none on it yet, takes the roll."""
+        """True once an engine process on the roll is dying (is_dying). With none on it yet, takes the roll."""
         if not self.seen:
             self.take_roll()
             return False
-        for pid in self.seen:
-            state = process_state(pid, self.proc)
-            if state is None or state[1] in ("Z", "X") or not state[0].startswith(ENGINE_COMM):
-                return True
-        return False
+        return any(is_dying(pid, self.proc) for pid in self.seen)

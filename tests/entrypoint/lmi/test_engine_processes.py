@@ -7,19 +7,23 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from entrypoint.lmi.engine_processes import ENGINE_COMM, EngineProcesses
 
 NAMED_CHILD = f"open('/proc/self/comm', 'w').write({'VLLM::EngineCore'!r}); import time; time.sleep(120)"
 
 
-def start_child(code: str) -> subprocess.Popen[bytes]:
+def start_child(code: str, named: bool = True) -> subprocess.Popen[bytes]:
+    """The child, once it has renamed itself like vLLM's engine (named) or at once."""
     child = subprocess.Popen([sys.executable, "-c", code])
+    if not named:
+        return child
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         try:
             with open(f"/proc/{child.pid}/comm") as comm:
-                if comm.read().strip() == ENGINE_COMM or "sleep" not in code:
+                if comm.read().strip() == ENGINE_COMM:
                     return child
         except OSError:
             pass
@@ -46,8 +50,37 @@ def test_a_killed_engine_child_is_dead_at_once_even_before_it_is_reaped() -> Non
         engine.wait()
 
 
+# An engine holding memory takes a while to tear down after SIGKILL (vLLM's EngineCore: GBs; here 400 MB touched).
+BIG_CHILD = (
+    f"open('/proc/self/comm', 'w').write({'VLLM::EngineCore'!r}); import time; "
+    "block = bytearray(400 * 1024 * 1024); block[::4096] = b'x' * len(block[::4096]); time.sleep(120)"
+)
+
+
+def test_the_engine_is_dead_the_moment_kill_returns_while_the_kernel_still_tears_it_down() -> None:
+    # CI saw /ping 200 0.07 s after a SIGKILL with a zombie-or-gone check: the dying process was neither yet.
+    # SIGKILL pending, then PF_EXITING, then zombie: one of them holds from kill()'s return on, without polling.
+    engine = start_child(BIG_CHILD)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # wait until the 400 MB are resident
+            status = Path(f"/proc/{engine.pid}/status").read_text().splitlines()
+            rss = next(line for line in status if line.startswith("VmRSS"))
+            if int(rss.split()[1]) > 350 * 1024:
+                break
+            time.sleep(0.05)
+        watch = EngineProcesses()
+        watch.take_roll()
+        assert watch.seen == {engine.pid} and not watch.dead()
+        os.kill(engine.pid, signal.SIGKILL)
+        assert watch.dead()
+    finally:
+        engine.kill()
+        engine.wait()
+
+
 def test_other_children_are_not_engines_and_without_engines_nothing_is_ever_dead() -> None:
-    other = start_child("import time; time.sleep(120)")
+    other = start_child("import time; time.sleep(120)", named=False)
     try:
         watch = EngineProcesses()
         watch.take_roll()
