@@ -24,7 +24,7 @@ from entrypoint.resolve.backend_switch import render_backend_switch, validate_us
 from entrypoint.resolve.backends import backend_support, fp8_scheme, predict_vllm_auto
 from entrypoint.resolve.engine_args import EngineArgs, build_engine_args
 from entrypoint.resolve.gpu_types import GpuInventory
-from entrypoint.resolve.moe_kernel import choose_moe_kernel
+from entrypoint.resolve.moe_kernel import KernelContext, choose_moe_kernel
 from entrypoint.resolve.plan import Plan, PlanModel, PlanQuantization
 from entrypoint.resolve.rules import RuleContext, first_matching_rule
 from entrypoint.resolve.tuned_configs import TunedConfigIndex, tuned_file_name
@@ -195,10 +195,10 @@ def resolve(
         tuned_env, tuned_reasons = _tuned_config_env(model, gpus, engine, tuned, environ)
         env.update(tuned_env)
         reasons += tuned_reasons
-    kernel = choose_moe_kernel(
-        settings, model, gpus, choice.effective, caps.version, engine.tensor_parallel_size, engine.expert_parallel,
-        dispatch,
-    )  # fmt: skip
+    context = KernelContext(
+        model, gpus, choice.effective, caps.version, engine.tensor_parallel_size, engine.expert_parallel, dispatch
+    )
+    kernel = choose_moe_kernel(settings, context)
     env.update(kernel.env)
     reasons.append(kernel.reason)
     reasons += _environment_checks(model, caps, environ)

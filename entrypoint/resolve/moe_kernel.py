@@ -24,6 +24,20 @@ from kernels.shapes import moe_partition
 
 
 @dataclass(frozen=True)
+class KernelContext:
+    """What the choice depends on besides the settings: the checkpoint, the GPUs, the backend vLLM will run, the
+    vLLM version, the parallel split (the table is per GPU's shape) and the dispatch table."""
+
+    model: ModelDescription
+    gpus: GpuInventory
+    effective_backend: str | None
+    vllm_version: str
+    tensor_parallel_size: int
+    expert_parallel: bool
+    table: DispatchTable | None
+
+
+@dataclass(frozen=True)
 class KernelChoice:
     kernel: MoeKernel
     reason: str
@@ -42,16 +56,9 @@ def _scale_kind(model: ModelDescription) -> str | None:
     return None
 
 
-def _project_row(
-    model: ModelDescription,
-    gpus: GpuInventory,
-    effective_backend: str | None,
-    vllm_version: str,
-    tensor_parallel_size: int,
-    expert_parallel: bool,
-    table: DispatchTable | None,
-) -> tuple[DispatchRow | None, str]:
+def _project_row(ctx: KernelContext) -> tuple[DispatchRow | None, str]:
     """(the table row our kernel would use, "") or (None, why the plugin cannot run here)."""
+    model, gpus, table = ctx.model, ctx.gpus, ctx.table
     moe = model.moe
     if moe is None:
         return None, "the model is dense"
@@ -63,20 +70,22 @@ def _project_row(
             None,
             f"our kernel was measured on per-tensor static and 128-block FP8, not {model.quantization.summary()}",
         )
-    if effective_backend != "triton":
-        return None, f"the plugin replaces vLLM's Triton experts, and the MoE backend is {effective_backend}"
+    if ctx.effective_backend != "triton":
+        return None, f"the plugin replaces vLLM's Triton experts, and the MoE backend is {ctx.effective_backend}"
     if gpus.sm != 90:
         return None, f"the dispatch table holds H200 (SM90) measurements; this GPU is SM{gpus.sm}"
-    if not vllm_version.startswith(CHECKED_VLLM):
+    if not ctx.vllm_version.startswith(CHECKED_VLLM):
         return (
             None,
-            f"the plugin was checked against vLLM {', '.join(v + 'x' for v in CHECKED_VLLM)}, not {vllm_version}",
+            f"the plugin was checked against vLLM {', '.join(v + 'x' for v in CHECKED_VLLM)}, not {ctx.vllm_version}",
         )
     if table is None:
         return None, "no dispatch table is installed (kernels/fused_moe_dispatch.json)"
     device = gpus.primary
     assert device is not None
-    experts, n = moe_partition(moe.num_experts, moe.expert_intermediate_size, tensor_parallel_size, expert_parallel)
+    experts, n = moe_partition(
+        moe.num_experts, moe.expert_intermediate_size, ctx.tensor_parallel_size, ctx.expert_parallel
+    )
     key = DispatchKey.of(experts, n, moe.hidden_size, moe.top_k, kind, device.name)
     row = table.row(key)
     if row is None:
@@ -84,22 +93,13 @@ def _project_row(
     return row, ""
 
 
-def choose_moe_kernel(
-    settings: Settings,
-    model: ModelDescription,
-    gpus: GpuInventory,
-    effective_backend: str | None,
-    vllm_version: str,
-    tensor_parallel_size: int,
-    expert_parallel: bool,
-    table: DispatchTable | None,
-) -> KernelChoice:
+def choose_moe_kernel(settings: Settings, ctx: KernelContext) -> KernelChoice:
     """The kernel choice and its one reason line; ConfigError for an explicit `project` that cannot run."""
     user = settings.moe_kernel
     if user is MoeKernel.VLLM:
         source = settings.sources.get("moe_kernel", "option.moe_kernel")
         return KernelChoice(MoeKernel.VLLM, f"moe_kernel: vllm (user setting from {source}): vLLM's fused-MoE kernels")
-    row, why = _project_row(model, gpus, effective_backend, vllm_version, tensor_parallel_size, expert_parallel, table)
+    row, why = _project_row(ctx)
     if row is None and user is MoeKernel.PROJECT:
         raise ConfigError(
             settings.option_label("moe_kernel"),
@@ -110,6 +110,7 @@ def choose_moe_kernel(
     if row is None:
         return KernelChoice(MoeKernel.VLLM, f"moe_kernel: vllm (auto: {why})")
     origin = "user setting" if user is MoeKernel.PROJECT else "auto"
+    table = ctx.table
     assert table is not None
     reason = (
         f"moe_kernel: project ({origin}): ops.fused_moe_fp8 at {row.describe_ranges()} for {row.key.label()}, "
