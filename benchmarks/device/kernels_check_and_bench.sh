@@ -15,6 +15,10 @@
 #   3 rope-bench  benchmarks.kernels.bench_rope_fp8 → h200_rope_fp8.csv                       ≤ 45 s
 #   4 moe-bench   benchmarks.kernels.bench_fused_moe → h200_fused_moe.{csv,md,png}            ≤ 300 s
 #                 (CSV/MD rewritten after every shape, so a timeout keeps the finished shapes)
+#   4b dispatch   benchmarks.kernels.dispatch_table from this run's CSV → $OUT/fused_moe_dispatch.json (commit it
+#                 as kernels/fused_moe_dispatch.json with the CSV)                                  ≤ 60 s
+#   4c plugin     (vLLM importable) pytest -m gpu tests/entrypoint/moe_plugin: the engine plugin's patched
+#                 TritonExperts against vLLM's on three shapes, with the table just made              ≤ 150 s
 #   5 sweep       benchmarks.kernels.fused_moe_fp8_sweep: every candidate_configs entry at M = 1, 2, 4, 8 on the
 #                 three issue-7 goal shapes → fused_moe_fp8_sweep.{csv,md}, fused_moe_fp8_best.json  ≤ 150 s
 # Results land in $OUT: the CSVs/PNG/MD/JSON, and every log (run, gpu_tests + junit xml, rope, moe, sweep) in
@@ -70,6 +74,16 @@ stage gpu-tests 150 "$LOGS/gpu_tests.log" \
 stage quant-step 60 "$LOGS/quant_step.log" "$PY" -m benchmarks.device.diag_quant_step
 stage rope-bench 45 "$LOGS/rope.log" "$PY" -m benchmarks.kernels.bench_rope_fp8 --out "$OUT"
 stage moe-bench 300 "$LOGS/moe.log" "$PY" -m benchmarks.kernels.bench_fused_moe --out "$OUT" --sweep-max-m 1
+if [ -f "$OUT/h200_fused_moe.csv" ] && grep -q "NVIDIA" "$OUT/h200_fused_moe.csv"; then
+  stage dispatch 60 "$LOGS/dispatch.log" "$PY" -m benchmarks.kernels.dispatch_table --csv "$OUT/h200_fused_moe.csv" \
+    --out "$OUT/fused_moe_dispatch.json"
+fi
+if "$PY" -c "import vllm" >/dev/null 2>&1; then
+  table=kernels/fused_moe_dispatch.json
+  [ -f "$OUT/fused_moe_dispatch.json" ] && table=$OUT/fused_moe_dispatch.json
+  MOE_SERVING_DISPATCH_TABLE=$table stage plugin 150 "$LOGS/plugin_gpu_tests.log" \
+    "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/entrypoint/moe_plugin --junitxml="$LOGS/plugin_gpu_tests.xml"
+fi
 stage sweep 150 "$LOGS/sweep.log" "$PY" -m benchmarks.kernels.fused_moe_fp8_sweep \
   --shapes qwen3-30b-a3b:tp1,deepseek-v3:tp8,llama-4-maverick:tp8 --ms 1,2,4,8 --out "$OUT" --budget-s 130
 [ "$LOGS" = "$OUT/logs" ] || tar -czf "$OUT/logs.tar.gz" -C "$LOGS" .
