@@ -84,6 +84,11 @@ case "$PHASE" in
              bake qwen3-30b-a3b:tp1
              ARGS=(--models qwen3-30b-a3b-fp8-static --backends plan --conc 1 --reps 1 --long-input-len 0
                    --warm-restart plan --start-breakdown plan --baked-cache "$BAKED") ;;
+  qwen-plugin) # issue 15: the plan (our kernel at the dispatch table's M) against the plan without it, LMI-equivalent
+             # and vLLM's own choice, at the concurrencies the issue names
+             ARGS=(--models qwen3-30b-a3b-fp8-static --backends plan,plan_vllm_kernel,triton,auto --conc 1,2,4,8,64
+                   --long-conc 1) ;;
+  plugin-logits) ARGS=() ;;  # below: benchmarks.e2e.plugin_logits, not the harness
   nemotron)  ARGS=(--models nemotron-3-nano-30b-a3b-fp8 "${SERVED[@]}") ;;
   mixtral)   ARGS=(--models mixtral-8x7b-fp8-static "${SERVED[@]}" --timeout mixtral-8x7b-fp8-static:auto=360) ;;
   control)   ARGS=(--models qwen3-30b-a3b-fp8-block --backends auto,triton_tuned,plan,flashinfer_cutlass
@@ -98,7 +103,8 @@ case "$PHASE" in
                    --backends auto,triton,triton_tuned,plan,flashinfer_cutlass --conc 1,8,16,32,64
                    --warm-restart triton) ;;
   x8-*)      ARGS=() ;;  # below
-  *) echo "e2e.sh: unknown phase '$PHASE'; accepted: qwen qwen-start nemotron mixtral control fi-diag all x8-..." >&2
+  *) echo "e2e.sh: unknown phase '$PHASE'; accepted: qwen qwen-start qwen-plugin plugin-logits nemotron mixtral" \
+          "control fi-diag all x8-..." >&2
      exit 2 ;;
 esac
 
@@ -146,6 +152,13 @@ if [[ $PHASE == x8-* ]]; then
 fi
 
 LOG="$OUT/e2e_console.log"
+if [ "$PHASE" = plugin-logits ]; then
+  # the served plan with and without our kernel, same random weights: logprobs of the first decode steps, greedy
+  # agreement over 256 tokens (benchmarks/e2e/plugin_logits.py)
+  [ "${DRY_RUN:-0}" = 1 ] && { echo "e2e.sh: plugin-logits (dry run)"; exit 0; }
+  python3 -m benchmarks.e2e.plugin_logits --model qwen3-30b-a3b-fp8-static --out-dir "$OUT" 2>&1 | tee "$LOG"
+  exit "${PIPESTATUS[0]}"
+fi
 if [ "${DRY_RUN:-0}" = 1 ]; then : >"$LOG"
 else nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>&1 | tee "$LOG"
 fi

@@ -11,8 +11,10 @@
 # Queue A (GPU 0) and queue B (GPU 1) run side by side; on a one-GPU machine A then B run on GPU 0 in one
 # queue. Each step starts only when its minimum time is left before the deadline (DEADLINE_S after `start`,
 # default 1500 s) and is cut at the deadline, so a short lease still returns the first steps of each queue.
-#   A: e2e nemotron → e2e mixtral (served configuration: plan / auto / triton)
-#   B: qwen-start (plan's start from empty / warm / copied / baked caches, bake made here) → own kernels check
+#   A: e2e qwen-plugin (issue 15: plan / plan without our kernel / LMI-equivalent / auto) → e2e nemotron → e2e mixtral
+#      (served configuration)
+#   B: own kernels check (bench → dispatch table → the plugin's GPU tests) → plugin-logits (plan with and without our
+#      kernel, same weights) → qwen-start (plan's start from empty / warm / copied / baked caches, bake made here)
 # PLAN=x8: one queue X on all 8 GPUs, the e2e.sh x8-* phases in priority order (docs/h200-runbook.md "8 × H200"):
 #   x8-qwen235-tp8 → x8-deepseek-tp8ep8 → x8-qwen235-tp8-start → x8-deepseek-tp8 → x8-qwen235-tp4 on GPUs 0-3
 #   beside x8-mixtral8x22-tp4 on GPUs 4-7 (queue Y) → x8-maverick-tp8 → x8-qwen235-block-tp8ep8;
@@ -75,14 +77,16 @@ step() {  # step QUEUE NAME MIN_S MAX_S CMD... : run CMD if MIN_S are left, cut 
 # baked-start check with a bake made on this host, then the GPU check of the code issue 13 moved (own kernels).
 queue_a() {
   local q=$1
+  step "$q" e2e-qwen-plugin 420 900 env BUDGET_S=880 bash benchmarks/device/e2e.sh qwen-plugin
   step "$q" e2e-nemotron 300 600 env BUDGET_S=580 bash benchmarks/device/e2e.sh nemotron
   step "$q" e2e-mixtral 300 660 env BUDGET_S=640 bash benchmarks/device/e2e.sh mixtral
 }
 
 queue_b() {
   local q=$1
-  step "$q" qwen-start 300 480 env BUDGET_S=460 bash benchmarks/device/e2e.sh qwen-start
   step "$q" own-kernels 240 600 bash benchmarks/device/kernels_check_and_bench.sh
+  step "$q" plugin-logits 300 480 bash benchmarks/device/e2e.sh plugin-logits
+  step "$q" qwen-start 300 480 env BUDGET_S=460 bash benchmarks/device/e2e.sh qwen-start
 }
 
 wanted() {  # wanted STEP: listed in X8_STEPS (space-separated), or X8_STEPS unset

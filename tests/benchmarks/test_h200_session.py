@@ -18,8 +18,8 @@ import pytest
 from tests.conftest_paths import REPO
 
 SCRIPT = REPO / "benchmarks" / "device" / "h200_session.sh"
-QUEUE_A = ["e2e-nemotron", "e2e-mixtral"]
-QUEUE_B = ["qwen-start", "own-kernels"]
+QUEUE_A = ["e2e-qwen-plugin", "e2e-nemotron", "e2e-mixtral"]
+QUEUE_B = ["own-kernels", "plugin-logits", "qwen-start"]
 
 
 def _env(tmp_path: Path, gpus: int, deadline_s: int, **extra: str) -> dict[str, str]:
@@ -69,8 +69,8 @@ def test_one_gpu_runs_queue_b_after_queue_a(tmp_path: Path) -> None:
 def test_a_step_starts_only_when_its_minimum_time_is_left(tmp_path: Path) -> None:
     # 270 s: too little for the 300 s steps, enough for the own-kernels check (240)
     status, _ = _session(tmp_path, gpus=2, deadline_s=270)
-    assert _steps(status, "A", "skipped") == ["e2e-nemotron", "e2e-mixtral"]
-    assert _steps(status, "B", "skipped") == ["qwen-start"]
+    assert _steps(status, "A", "skipped") == QUEUE_A
+    assert _steps(status, "B", "skipped") == ["plugin-logits", "qwen-start"]
     assert _steps(status, "B", "rc=0") == ["own-kernels"]
 
 
@@ -219,3 +219,16 @@ def test_the_shell_and_the_harness_agree_on_the_multicast_settings() -> None:
         line.removeprefix("export ").split("=", 1) for line in text.splitlines() if line.startswith("export ")
     )
     assert exports == MULTICAST_OFF
+
+
+def test_the_issue_15_phases_plan_the_plugin_rows_and_the_logits_check(tmp_path: Path) -> None:
+    done = _phase(tmp_path, "qwen-plugin", gpus=1)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    planned = [line.split() for line in done.stdout.splitlines() if line.startswith("  qwen3-30b-a3b-fp8-static tp1 ")]
+    assert [words[2] for words in planned if "moe_backend=" in " ".join(words)] == [
+        "plan", "plan_vllm_kernel", "triton", "auto"
+    ]  # fmt: skip
+    # the plan turns our kernel on for this shape on the H200 with vLLM 0.26 (the table has M = 1 and 8): only its row
+    assert done.stdout.count("env+ MOE_SERVING_MOE_KERNEL=project") == 1
+    logits = _phase(tmp_path, "plugin-logits", gpus=1)
+    assert logits.returncode == 0 and "plugin-logits (dry run)" in logits.stdout
