@@ -240,9 +240,10 @@ def execute(args: RunArgs) -> int:
         provider, provider_note = None, "resolver (entrypoint.planning.build_plan with the served options)"
     else:
         provider, provider_note = be.make_plan_provider(args.plan_snapshot, args.plan_gpu)
-        if provider is None and "plan" in args.backends:
-            print(f"e2e: dropping backend 'plan': {provider_note}", file=sys.stderr)
-            args = replace(args, backends=tuple(b for b in args.backends if b != "plan"))
+        planned = [b for b in args.backends if b in ("plan", "plan_vllm_kernel")]
+        if provider is None and planned:
+            print(f"e2e: dropping backend(s) {', '.join(planned)}: {provider_note}", file=sys.stderr)
+            args = replace(args, backends=tuple(b for b in args.backends if b not in planned))
     jobs = plan_jobs(args, provider)
     print(f"e2e: plan source: {provider_note}")
     print_estimate(jobs, args)
