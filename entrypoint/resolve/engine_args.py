@@ -132,6 +132,13 @@ def _validate(key: str, value: str, spec: EngineArg, where: str) -> str:
             number = math.nan
         if not math.isfinite(number):  # float() also takes 'nan', 'inf' and non-ASCII digits
             raise ConfigError(where, value, "must be a finite number", ("0.9", "0.85", "1e-3")) from None
+    elif spec.kind == "enum":
+        # vLLM parses these by member name, case-insensitive, "auto" for its own choice (AttentionConfig's validator);
+        # a misspelled one would only fail in the engine, after minutes of start
+        if value.lower() != "auto" and value.upper() not in spec.choices:
+            close = difflib.get_close_matches(value.upper(), spec.choices, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ConfigError(where, value, f"not a vLLM {key} of this version{hint}", ("auto", *spec.choices))
     elif spec.kind == "choice" and value not in spec.choices:
         # option.moe_backend never gets here: it is a typed Settings field, not one of Settings.options.
         raise ConfigError(where, value, "not an accepted value", spec.choices)

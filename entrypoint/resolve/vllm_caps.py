@@ -31,7 +31,9 @@ class EngineArg(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     name: str  # snake_case field name; the CLI flag is --name-with-dashes
-    kind: str  # "bool", "int", "float", "str", "choice", "json", "list", "other"
+    # "bool", "int", "float", "str", "choice", "json", "list", "other"; "enum": an Enum vLLM parses by member name,
+    # case-insensitive, with "auto" for its own selection (AttentionBackendEnum: config/attention.py)
+    kind: str
     choices: tuple[str, ...] = ()
 
 
@@ -96,7 +98,28 @@ def _module_literals(tree: ast.Module) -> dict[str, tuple[str, ...]]:
     return found
 
 
-def _classify(annotation: ast.AST | None, literals: dict[str, tuple[str, ...]]) -> EngineArg | None:
+def _enum_members(tree: ast.Module, class_name: str) -> tuple[str, ...]:
+    """Member names of `class class_name(Enum)`: its upper-case assignments."""
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ClassDef) and stmt.name == class_name:
+            names = [
+                t.id
+                for item in stmt.body
+                if isinstance(item, ast.Assign)
+                for t in item.targets
+                if isinstance(t, ast.Name) and t.id.isupper()
+            ]
+            return tuple(names)
+    return ()
+
+
+# Enum-typed engine arguments whose members can be read from the source: annotation name → file in the package.
+_ENUM_SOURCES = {"AttentionBackendEnum": ("v1", "attention", "backends", "registry.py")}
+
+
+def _classify(
+    annotation: ast.AST | None, literals: dict[str, tuple[str, ...]], enums: dict[str, tuple[str, ...]] | None = None
+) -> EngineArg | None:
     if annotation is None:
         return None
     text = ast.unparse(annotation)
@@ -104,6 +127,8 @@ def _classify(annotation: ast.AST | None, literals: dict[str, tuple[str, ...]]) 
     bare = text.replace(" | None", "").replace("None | ", "")
     if bare.startswith("Optional[") and bare.endswith("]"):
         bare = bare[len("Optional[") : -1]
+    if enums and bare in enums:
+        return EngineArg(name="", kind="enum", choices=enums[bare])
     choices = _literal_strings(annotation)
     if not choices and bare in literals:
         choices = literals[bare]
@@ -119,7 +144,10 @@ def _classify(annotation: ast.AST | None, literals: dict[str, tuple[str, ...]]) 
 
 
 def _dataclass_fields(
-    tree: ast.Module, class_names: tuple[str, ...], literals: dict[str, tuple[str, ...]]
+    tree: ast.Module,
+    class_names: tuple[str, ...],
+    literals: dict[str, tuple[str, ...]],
+    enums: dict[str, tuple[str, ...]] | None = None,
 ) -> dict[str, EngineArg]:
     fields: dict[str, EngineArg] = {}
     for stmt in tree.body:
@@ -129,7 +157,7 @@ def _dataclass_fields(
                     name = item.target.id
                     if name.startswith("_") or "ClassVar" in ast.unparse(item.annotation):
                         continue
-                    arg = _classify(item.annotation, literals)
+                    arg = _classify(item.annotation, literals, enums)
                     if arg is not None:
                         fields[name] = arg.model_copy(update={"name": name})
     return fields
@@ -156,7 +184,12 @@ def extract_from_source(vllm_dir: Path, version: str) -> VllmCapabilities:
         literals.update(_module_literals(ast.parse(kernel_py.read_text())))
     arg_utils = ast.parse((vllm_dir / "engine" / "arg_utils.py").read_text())
     literals.update(_module_literals(arg_utils))
-    engine_args = _dataclass_fields(arg_utils, ("EngineArgs",), literals)
+    enums = {}
+    for enum_name, parts in _ENUM_SOURCES.items():
+        source = vllm_dir.joinpath(*parts)
+        if source.exists() and (members := _enum_members(ast.parse(source.read_text()), enum_name)):
+            enums[enum_name] = members
+    engine_args = _dataclass_fields(arg_utils, ("EngineArgs",), literals, enums)
     # The serve (frontend) arguments: entrypoints/openai/cli_args.py up to 0.2x, launchers/ later.
     for cli_args in (vllm_dir / "entrypoints" / d / "cli_args.py" for d in ("openai", "launchers")):
         if not cli_args.exists():

@@ -252,3 +252,24 @@ def test_the_values_the_resolver_reasons_about_are_typed_once():
         None,
         None,
     )
+
+
+@pytest.mark.parametrize("value", ["TRITON_ATTN", "triton_attn", "FlashInfer", "auto"])
+def test_the_attention_backend_takes_vllms_member_names_in_any_case_and_auto(value: str) -> None:
+    args = args_for({"attention_backend": value})
+    assert args[args.index("--attention-backend") + 1] == value  # vLLM's own validator upper-cases it
+
+
+def test_a_misspelled_attention_backend_is_refused_before_anything_loads() -> None:
+    # vLLM would raise "Unknown attention backend" inside the engine, minutes into the start
+    with pytest.raises(ConfigError) as caught:
+        args_for({"attention_backend": "TRITON_ATTNN"})
+    message = str(caught.value)
+    assert message.startswith("option.attention_backend='TRITON_ATTNN': not a vLLM attention_backend of this version")
+    assert "(did you mean TRITON_ATTN?)" in message and "Accepted: auto, FLASH_ATTN, " in message
+
+
+def test_the_snapshots_read_the_attention_backends_from_vllms_enum() -> None:
+    for version in ("0.26.0", "0.32.0"):
+        spec = load_snapshot(version).engine_args["attention_backend"]
+        assert spec.kind == "enum" and {"FLASH_ATTN", "TRITON_ATTN", "FLASHINFER"} <= set(spec.choices)
