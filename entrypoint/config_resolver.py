@@ -41,6 +41,8 @@ LEGACY_FLASHINFER_ENV = (
     "VLLM_FLASHINFER_MOE_BACKEND",
     "VLLM_USE_FLASHINFER_MOE_FP4",
 )
+# Set to 1 they force DeepGEMM (vLLM's fp8 oracle); the resolver refuses them on non-block FP8.
+DEEP_GEMM_ENV = ("VLLM_USE_DEEP_GEMM", "VLLM_MOE_USE_DEEP_GEMM")
 _CPU_REFUSED_WEIGHTS = (WeightDtype.FP8, WeightDtype.NVFP4, WeightDtype.MXFP4, WeightDtype.INT8)
 
 
@@ -111,9 +113,14 @@ def _tuned_config_env(
     return {TUNED_FOLDER_ENV: tuned.folder}, [f"tuned configs: {TUNED_FOLDER_ENV}={tuned.folder}; {name}: {found}"]
 
 
+def _deep_gemm_forced(environ: Mapping[str, str]) -> str | None:
+    """The variable that forces DeepGEMM (set to 1), if any."""
+    return next((n for n in DEEP_GEMM_ENV if environ.get(n) == "1"), None)
+
+
 def _environment_checks(model: ModelDescription, caps: VllmCapabilities, environ: Mapping[str, str]) -> list[str]:
     reasons = []
-    deep_gemm = next((n for n in ("VLLM_USE_DEEP_GEMM", "VLLM_MOE_USE_DEEP_GEMM") if environ.get(n) == "1"), None)
+    deep_gemm = _deep_gemm_forced(environ)
     if deep_gemm and model.is_moe and model.quantization.is_fp8 and fp8_scheme(model.quantization).weights != "block":
         raise ConfigError(
             deep_gemm,
@@ -195,9 +202,11 @@ def resolve(
         tuned_env, tuned_reasons = _tuned_config_env(model, gpus, engine, tuned, environ)
         env.update(tuned_env)
         reasons += tuned_reasons
+    deep_gemm = _deep_gemm_forced(environ)
     context = KernelContext(
-        model, gpus, choice.effective, caps.version, engine.tensor_parallel_size, engine.expert_parallel, dispatch
-    )
+        model, gpus, choice.effective, caps.version, engine.tensor_parallel_size, engine.expert_parallel, dispatch,
+        deep_gemm,
+    )  # fmt: skip
     kernel = choose_moe_kernel(settings, context)
     env.update(kernel.env)
     reasons.append(kernel.reason)

@@ -18,7 +18,7 @@
 #   4b dispatch   benchmarks.kernels.dispatch_table from this run's CSV → $OUT/fused_moe_dispatch.json (commit it
 #                 as kernels/fused_moe_dispatch.json with the CSV)                                  ≤ 60 s
 #   4c plugin     (vLLM importable) pytest -m gpu tests/entrypoint/moe_plugin: the engine plugin's patched
-#                 TritonExperts against vLLM's on three shapes, with the table just made              ≤ 150 s
+#                 TritonExperts against vLLM's on four shapes, with the table just made               ≤ 150 s
 #   5 sweep       benchmarks.kernels.fused_moe_fp8_sweep: every candidate_configs entry at M = 1, 2, 4, 8 on the
 #                 three issue-7 goal shapes → fused_moe_fp8_sweep.{csv,md}, fused_moe_fp8_best.json  ≤ 150 s
 # Results land in $OUT: the CSVs/PNG/MD/JSON, and every log (run, gpu_tests + junit xml, rope, moe, sweep) in

@@ -15,7 +15,6 @@ How it fits vLLM 0.26's modular kernel (fused_moe/modular_kernel.py, experts/tri
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
 import torch
@@ -24,6 +23,10 @@ from kernels.dispatch import DispatchKey, DispatchRow, DispatchTable
 from ops.fused_moe_fp8 import fused_moe_fp8
 
 _ROW = "_moe_serving_row"  # per instance: the DispatchRow, or None when not eligible (decided once)
+# per instance, set while vLLM's apply runs on an input the prepare step already quantised: a TritonExperts held by
+# another experts class (vLLM's FallbackExperts, e.g. TritonOrDeepGemmExperts under VLLM_USE_DEEP_GEMM=1) is asked
+# by that wrapper, whose own expects_unquantized_inputs is False; vLLM's apply must then see the original answer
+_QUANTISED_CALL = "_moe_serving_quantised_call"
 _ACTIVATIONS = {"silu": "silu", "relu2_no_mul": "relu2"}  # vLLM's MoEActivation value → our kernel's name
 
 
@@ -95,7 +98,7 @@ def patch(cls: type, table: DispatchTable, logger: logging.Logger) -> None:
     logged: set[str] = set()
     # vLLM marks CUDA-graph padding rows with expert id -1 under this flag (modular_kernel._prepare); our kernel
     # takes ids in [0, E), so those rows are masked to weight 0 then.
-    skip_padding = os.environ.get("VLLM_MOE_SKIP_PADDING", "0") not in ("", "0")
+    skip_padding = _skip_padding()
 
     def row_of(self: Any) -> DispatchRow | None:
         if _ROW not in self.__dict__:
@@ -103,7 +106,9 @@ def patch(cls: type, table: DispatchTable, logger: logging.Logger) -> None:
         return self.__dict__[_ROW]
 
     def expects_unquantized_inputs(self: Any) -> bool:
-        return bool(original_expects.fget(self)) or row_of(self) is not None
+        if original_expects.fget(self):
+            return True
+        return row_of(self) is not None and not self.__dict__.get(_QUANTISED_CALL, False)
 
     def apply(
         self: Any,
@@ -136,15 +141,32 @@ def patch(cls: type, table: DispatchTable, logger: logging.Logger) -> None:
                 a2_scale, apply_router_weight_on_input, skip_padding,
             )  # fmt: skip
             return
-        original_apply(
-            self, output=output, hidden_states=hidden_states, w1=w1, w2=w2, topk_weights=topk_weights,
-            topk_ids=topk_ids, activation=activation, global_num_experts=global_num_experts, expert_map=expert_map,
-            a1q_scale=a1q_scale, a2_scale=a2_scale, workspace13=workspace13, workspace2=workspace2,
-            expert_tokens_meta=expert_tokens_meta, apply_router_weight_on_input=apply_router_weight_on_input,
-        )  # fmt: skip
+        quantised = a1q_scale is not None
+        if quantised:
+            self.__dict__[_QUANTISED_CALL] = True
+        try:
+            original_apply(
+                self, output=output, hidden_states=hidden_states, w1=w1, w2=w2, topk_weights=topk_weights,
+                topk_ids=topk_ids, activation=activation, global_num_experts=global_num_experts, expert_map=expert_map,
+                a1q_scale=a1q_scale, a2_scale=a2_scale, workspace13=workspace13, workspace2=workspace2,
+                expert_tokens_meta=expert_tokens_meta, apply_router_weight_on_input=apply_router_weight_on_input,
+            )  # fmt: skip
+        finally:
+            if quantised:
+                self.__dict__[_QUANTISED_CALL] = False
 
     cls.expects_unquantized_inputs = property(expects_unquantized_inputs, doc=original_expects.__doc__)
     cls.apply = apply
+
+
+def _skip_padding() -> bool:
+    """vLLM's VLLM_MOE_SKIP_PADDING as vLLM reads it (envs.py: int(...)); off when unreadable."""
+    try:
+        import vllm.envs as envs
+
+        return bool(envs.VLLM_MOE_SKIP_PADDING)
+    except Exception:  # another vLLM without the flag, or one that fails to parse it: vLLM would not mark padding
+        return False
 
 
 def run_project_kernel(
@@ -165,10 +187,11 @@ def run_project_kernel(
     ids, weights = topk_ids, topk_weights
     if apply_router_weight_on_input:
         weights = torch.ones_like(topk_weights)  # the prepare step already scaled the input (top-k = 1)
-    if expert_map is not None:  # expert parallelism: global ids → this rank's, -1 where another rank holds it
-        ids = expert_map[ids.long()]
     if expert_map is not None or skip_padding:
-        missing = ids < 0
+        missing = topk_ids < 0  # padding rows (VLLM_MOE_SKIP_PADDING): -1 before any mapping
+        if expert_map is not None:  # expert parallelism: global ids → this rank's, -1 where another rank holds it
+            ids = expert_map[topk_ids.clamp_min(0).long()]
+            missing = missing | (ids < 0)
         weights = torch.where(missing, torch.zeros_like(weights), weights)
         ids = torch.where(missing, torch.zeros_like(ids), ids)
     static = experts.block_shape is None

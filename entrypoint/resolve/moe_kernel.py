@@ -35,6 +35,9 @@ class KernelContext:
     tensor_parallel_size: int
     expert_parallel: bool
     table: DispatchTable | None
+    # VLLM_USE_DEEP_GEMM / VLLM_MOE_USE_DEEP_GEMM=1 in the environment: vLLM then runs TritonOrDeepGemmExperts, whose
+    # Triton fallback the prepare step feeds quantised input (the plugin keeps vLLM's kernel there)
+    deep_gemm_forced: str | None = None
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,8 @@ def _project_row(ctx: KernelContext) -> tuple[DispatchRow | None, str]:
             None,
             f"our kernel was measured on per-tensor static and 128-block FP8, not {model.quantization.summary()}",
         )
+    if ctx.deep_gemm_forced:
+        return None, f"{ctx.deep_gemm_forced}=1 makes vLLM run DeepGEMM with Triton only as its fallback"
     if ctx.effective_backend != "triton":
         return None, f"the plugin replaces vLLM's Triton experts, and the MoE backend is {ctx.effective_backend}"
     if gpus.sm != 90:

@@ -92,7 +92,8 @@ def _recording_class() -> type:
         calls: ClassVar[list[dict[str, Any]]] = []
 
         def apply(self, **kwargs: Any) -> None:  # type: ignore[override]
-            RecordingExperts.calls.append(kwargs)
+            # what vLLM's apply would read: with True it quantises the input itself and asserts a1q_scale is None
+            RecordingExperts.calls.append({**kwargs, "expects_unquantized": self.expects_unquantized_inputs})
             kwargs["output"].zero_()
 
     return RecordingExperts
@@ -186,3 +187,37 @@ def test_a_layer_our_kernel_was_not_measured_on_is_never_patched_in(device: str)
     patch(cls, table, logging.getLogger("test.moe_plugin"))
     case.experts.__class__ = cls
     assert not case.experts.expects_unquantized_inputs
+
+
+def test_an_input_the_prepare_step_quantised_goes_to_vllm_which_sees_the_original_answer(device: str) -> None:
+    # vLLM's FallbackExperts (TritonOrDeepGemmExperts under VLLM_USE_DEEP_GEMM=1) answers expects_unquantized_inputs
+    # False for the TritonExperts it holds, so the prepare step quantises and the inner apply gets fp8 + a1q_scale:
+    # vLLM's apply must not see True then (it would assert a1q_scale is None).
+    case = triton_experts(2, **SHAPE, scales="tensor-static", device=device)
+    cls = _patched(case, ((1, 2),))
+    ex = case.experts
+    # the static quantisation the prepare step applies (vLLM's own op is not in its CPU build)
+    xs = ex.a1_scale.reshape(1)
+    xq = (case.hidden.float() / xs).clamp(-448, 448).to(torch.float8_e4m3fn)
+    case.apply(cls, hidden_states=xq, a1q_scale=xs)
+    (call,) = cls.calls
+    assert call["a1q_scale"] is xs and call["expects_unquantized"] is False
+    assert ex.expects_unquantized_inputs  # the layer's own prepare step still defers to our kernel afterwards
+
+
+def test_padding_rows_marked_minus_one_contribute_nothing_with_or_without_an_expert_map(device: str) -> None:
+    case = triton_experts(2, **SHAPE, scales="tensor-static", device=device)
+    ids = case.topk_ids.clone()
+    ids[1] = -1  # VLLM_MOE_SKIP_PADDING marks a padded row's every slot
+    weights = case.topk_weights.clone()
+    weights[1] = 0
+    ref = _reference(case, weights=weights, ids=ids.clamp_min(0))
+    from entrypoint.moe_plugin.triton_experts import run_project_kernel
+
+    for expert_map in (None, torch.arange(8, dtype=torch.int32, device=device)):
+        out = torch.empty_like(case.hidden)
+        run_project_kernel(
+            case.experts, out, case.hidden, case.w13, case.w2, case.topk_weights, ids, "silu", expert_map,
+            case.experts.a2_scale, False, True,
+        )  # fmt: skip
+        assert rel_err(out.double(), ref) < MOE_TOLERANCE[torch.bfloat16]

@@ -111,3 +111,13 @@ def test_the_shipped_table_loads_and_a_bad_one_named_by_env_is_a_config_error(tm
         load_dispatch_table({DISPATCH_TABLE_ENV: str(bad)})
     assert str(caught.value).startswith(f"{DISPATCH_TABLE_ENV}='{bad}': ")
     assert "row 0: scales='channel'; accepted: tensor-static, block-dynamic" in str(caught.value)
+
+
+def test_deep_gemm_forced_by_the_environment_keeps_vllms_kernel():
+    # vLLM then runs TritonOrDeepGemmExperts: its Triton fallback gets quantised input from the prepare step
+    gpus = simulate_gpus("H200", 8)
+    model = described("fp8 block", DEEPSEEK)
+    options = settings(tensor_parallel_degree="8")
+    plan = resolve(options, model, gpus, CAPS, dispatch=TABLE, environ={"VLLM_USE_DEEP_GEMM": "1"})
+    assert plan.moe_kernel is MoeKernel.VLLM
+    assert any("VLLM_USE_DEEP_GEMM=1 makes vLLM run DeepGEMM" in r for r in plan.reasons)
