@@ -19,22 +19,18 @@ from entrypoint.resolve.gpu import gpu_inventory
 from entrypoint.resolve.plan import Plan
 from entrypoint.resolve.tuned_configs import TunedConfigIndex, default_config_dir
 from entrypoint.resolve.vllm_caps import detect_capabilities
-from kernels.dispatch import DISPATCH_FILE, DispatchTable, DispatchTableError
-
-# Another dispatch table for the engine plugin (entrypoint.moe_plugin reads the same variable in vLLM's processes).
-DISPATCH_TABLE_ENV = "MOE_SERVING_DISPATCH_TABLE"
+from kernels.dispatch import TABLE_ENV as DISPATCH_TABLE_ENV
+from kernels.dispatch import DispatchTable, DispatchTableError, table_path
 
 
 def load_dispatch_table(environ: Mapping[str, str]) -> DispatchTable:
     """The table the plan and the plugin use: the user's file when named, else the shipped one."""
-    named = environ.get(DISPATCH_TABLE_ENV)
+    path = table_path(environ)
     try:
-        return DispatchTable.load(Path(named) if named else DISPATCH_FILE)
+        return DispatchTable.load(path)
     except DispatchTableError as exc:
-        key = DISPATCH_TABLE_ENV if named else "kernels/fused_moe_dispatch.json (shipped with the image)"
-        raise ConfigError(
-            key, named or str(DISPATCH_FILE), str(exc), "a file written by benchmarks.kernels.dispatch_table"
-        ) from None
+        key = DISPATCH_TABLE_ENV if environ.get(DISPATCH_TABLE_ENV) else "kernels/fused_moe_dispatch.json (shipped)"
+        raise ConfigError(key, str(path), str(exc), "a file written by benchmarks.kernels.dispatch_table") from None
 
 
 def build_plan(

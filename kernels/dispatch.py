@@ -21,11 +21,20 @@ from typing import Any
 from kernels.config_files import file_device_name
 
 DISPATCH_FILE = Path(__file__).resolve().parent / "fused_moe_dispatch.json"
+# Another table file (a re-measured device, tests): read by the plan (entrypoint.planning) and by the engine plugin
+# in vLLM's processes (entrypoint.moe_plugin), so both see the same table.
+TABLE_ENV = "MOE_SERVING_DISPATCH_TABLE"
 # The scale kinds our kernel was measured on. "tensor-static": one FP8 scale per expert for the weights and a
 # static per-tensor activation scale (native fp8 static, ModelOpt FP8, compressed-tensors tensor/static);
 # "block-dynamic": 128x128 block weight scales with dynamic 1x128 activation groups (DeepSeek-V3).
 SCALE_KINDS = ("tensor-static", "block-dynamic")
 ACTIVATIONS = ("silu", "relu2")
+
+
+def table_path(environ: Mapping[str, str]) -> Path:
+    """The table file in use: the one TABLE_ENV names, else the shipped one."""
+    named = environ.get(TABLE_ENV)
+    return Path(named) if named else DISPATCH_FILE
 
 
 @dataclass(frozen=True)

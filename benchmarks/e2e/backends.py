@@ -19,14 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.e2e.spec import MoEShape
+from entrypoint.moe_plugin import KERNEL_ENV  # the plan's switch for our kernel: only the plan rows keep it
 
 # plan_vllm_kernel: the plan with option.moe_kernel=vllm (vLLM's kernels only), what the plugin adds is plan / it.
 BACKENDS: tuple[str, ...] = ("auto", "plan", "plan_vllm_kernel", "triton", "triton_tuned", "flashinfer_cutlass")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TUNED_DIR = REPO_ROOT / "kernels" / "configs"
 TUNED_ENV = "VLLM_TUNED_CONFIG_FOLDER"
-# The plan's switch for our kernel inside the engine (entrypoint.moe_plugin.KERNEL_ENV): only the plan rows keep it.
-KERNEL_ENV = "MOE_SERVING_MOE_KERNEL"
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from typing import Any
 
 from benchmarks.paths import KERNEL_RESULTS
 from kernels.config_files import file_device_name
-from kernels.dispatch import DISPATCH_FILE, DispatchTable, parse_row
+from kernels.dispatch import DISPATCH_FILE, parse_row
 from kernels.shapes import KernelShape, shape_by_key
 
 DEFAULT_CSV = KERNEL_RESULTS / "h200_fused_moe.csv"
@@ -127,13 +127,12 @@ def render(table: dict[str, Any]) -> str:
 
 
 def summary(table: dict[str, Any]) -> str:
-    parsed = DispatchTable.from_rows((parse_row(r, r["shape"]) for r in table["rows"]), "new")
     lines = []
     for raw in table["rows"]:
-        row = next((r for r in parsed.rows.values() if r.shape == raw["shape"]), None)
+        ranges = parse_row(raw, raw["shape"]).describe_ranges()
         best = max(raw["measured"], key=lambda r: r["speedup"], default=None)
         best_text = f"best {best['speedup']:.3f}x at M={best['m']}" if best else "no measurement"
-        lines.append(f"{raw['shape']:30s} ours at {row.describe_ranges() if row else 'none':16s} ({best_text})")
+        lines.append(f"{raw['shape']:30s} ours at {ranges:16s} ({best_text})")
     return "\n".join(lines)
 
 

@@ -24,12 +24,6 @@ PF_EXITING = 0x4  # include/linux/sched.h: set by do_exit() before the address s
 SIGKILL_BIT = 1 << (9 - 1)  # bit of signal 9 in /proc/PID/status's pending masks
 
 
-def process_state(pid: int, proc: Path = Path("/proc")) -> tuple[str, str] | None:
-    """(comm, state letter) of a process, or None when it no longer exists."""
-    fields = _stat_fields(pid, proc)
-    return (fields[0], fields[1]) if fields else None
-
-
 def _stat_fields(pid: int, proc: Path) -> tuple[str, str, int] | None:
     """(comm, state letter, flags) from /proc/PID/stat, or None when the process no longer exists."""
     try:
@@ -79,8 +73,8 @@ def engine_children(pid: int, proc: Path = Path("/proc")) -> set[int]:
         except OSError:
             continue
         for child in map(int, pids):
-            state = process_state(child, proc)
-            if state is not None and state[0].startswith(ENGINE_COMM):
+            fields = _stat_fields(child, proc)
+            if fields is not None and fields[0].startswith(ENGINE_COMM):
                 children.add(child)
     return children
 

@@ -13,9 +13,10 @@ import logging
 import os
 
 from entrypoint.moe_plugin.hook import install
+from kernels.dispatch import TABLE_ENV, table_path
 
-KERNEL_ENV = "MOE_SERVING_MOE_KERNEL"  # set by the resolver (entrypoint.config_resolver) to "project"
-TABLE_ENV = "MOE_SERVING_DISPATCH_TABLE"  # another table file (entrypoint.planning reads it too); default: shipped
+KERNEL_ENV = "MOE_SERVING_MOE_KERNEL"  # set by the resolver (entrypoint.resolve.moe_kernel) to "project"
+__all__ = ["KERNEL_ENV", "TABLE_ENV", "register"]
 
 # A child of vLLM's logger: vLLM gives "vllm" its handler and format in every process, so these lines reach the
 # engine's log next to vLLM's own MoE lines (a logger outside that tree would drop INFO lines).
@@ -27,7 +28,7 @@ def register() -> None:
     if os.environ.get(KERNEL_ENV) != "project":
         return
     try:
-        install(os.environ.get(TABLE_ENV), logger)
+        install(table_path(os.environ), logger)
     except Exception as exc:  # a plugin that raises would stop vLLM: keep vLLM's kernel and say why
         logger.warning(
             "moe_kernel=project: not installed (%s: %s); vLLM's fused-MoE kernels run", type(exc).__name__, exc

@@ -50,14 +50,14 @@ def find_hook(module_name: str = HOOK_MODULE, class_name: str = HOOK_CLASS) -> t
 
 
 def install(
-    table_path: str | None,
+    table: Path | None,
     logger: logging.Logger,
     *,
     version: str | None = None,
     hook_module: str = HOOK_MODULE,
     hook_class: str = HOOK_CLASS,
 ) -> bool:
-    """Wrap vLLM's Triton experts with the dispatch of `table_path` (default: the shipped table). True when the
+    """Wrap vLLM's Triton experts with the dispatch of the `table` file (None: the shipped one). True when the
     dispatch is in place after the call; False (and one log line) when vLLM's kernel stays."""
     from entrypoint.moe_plugin import triton_experts
 
@@ -77,11 +77,11 @@ def install(
         return False
     if getattr(cls, INSTALLED_MARK, None) is not None:
         return True
-    table = DispatchTable.load(Path(table_path) if table_path else DISPATCH_FILE)
-    triton_experts.patch(cls, table, logger)
-    setattr(cls, INSTALLED_MARK, table.source)
+    dispatch = DispatchTable.load(table or DISPATCH_FILE)
+    triton_experts.patch(cls, dispatch, logger)
+    setattr(cls, INSTALLED_MARK, dispatch.source)
     logger.info(
         "moe_kernel=project: %s.%s dispatches to ops.fused_moe_fp8 by token count (%s: %d shapes)",
-        cls.__module__, cls.__name__, table.source, len(table.rows),
+        cls.__module__, cls.__name__, dispatch.source, len(dispatch.rows),
     )  # fmt: skip
     return True

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import logging
 import os
-from pathlib import Path
 
 import pytest
 import torch
 
 from entrypoint.moe_plugin import TABLE_ENV
 from entrypoint.moe_plugin.triton_experts import layer_key, patch
-from kernels.dispatch import DispatchTable
+from kernels.dispatch import DispatchTable, table_path
 from kernels.shapes import shape_by_key
 from ops.reference import rel_err
 from tests.entrypoint.moe_plugin.vllm_experts import triton_experts
@@ -42,7 +41,7 @@ def test_the_patched_experts_match_vllms_kernel(shape: str, m: int, monkeypatch:
 
     s = shape_by_key(shape)
     named = os.environ.get(TABLE_ENV)  # the device script passes the table its own bench run just made
-    table = DispatchTable.load(Path(named)) if named else DispatchTable.load()
+    table = DispatchTable.load(table_path(os.environ))
     case = triton_experts(
         m, s.e, s.topk, s.h, s.n, scales="block-dynamic" if s.model.block_fp8 else "tensor-static",
         gated=s.model.gated, device="cuda",
