@@ -430,6 +430,17 @@ def _compressed_tensors(q: _Json) -> Quantization:
     return Quantization(**fields)
 
 
+# 128x128 block FP8 weights; vLLM's block-FP8 kernels quantise activations per 1x128 group at run time (ModelOpt's
+# FP8_PB_WO export and vLLM's online fp8_per_block both end up here).
+_BLOCK_FP8_DYNAMIC: dict[str, Any] = {
+    "weight_dtype": FP8,
+    "weight_granularity": Granularity.BLOCK,
+    "block_shape": (128, 128),
+    "activation_dtype": FP8,
+    "activation_scheme": ActivationScheme.DYNAMIC,
+    "activation_granularity": Granularity.GROUP,
+}
+
 _MODELOPT_ALGOS: Mapping[str, dict[str, Any]] = {
     # ModelOpt FP8: per-tensor weights and calibrated (static) per-tensor input scales.
     "FP8": {
@@ -448,16 +459,7 @@ _MODELOPT_ALGOS: Mapping[str, dict[str, Any]] = {
         "activation_scheme": ActivationScheme.DYNAMIC,
         "activation_granularity": Granularity.TOKEN,
     },
-    # 128x128 block weights; vLLM's block-FP8 kernels quantise activations per 1x128 group at run time.
-    "FP8_PB_WO": {
-        "method": "modelopt",
-        "weight_dtype": FP8,
-        "weight_granularity": Granularity.BLOCK,
-        "block_shape": (128, 128),
-        "activation_dtype": FP8,
-        "activation_scheme": ActivationScheme.DYNAMIC,
-        "activation_granularity": Granularity.GROUP,
-    },
+    "FP8_PB_WO": {"method": "modelopt", **_BLOCK_FP8_DYNAMIC},
     "NVFP4": {
         "method": "modelopt_fp4",
         "weight_dtype": WeightDtype.NVFP4,
@@ -588,14 +590,7 @@ ONLINE_SCHEMES: Mapping[str, dict[str, Any]] = {
         "activation_scheme": ActivationScheme.DYNAMIC,
         "activation_granularity": Granularity.TOKEN,
     },
-    "fp8_per_block": {
-        "weight_dtype": FP8,
-        "weight_granularity": Granularity.BLOCK,
-        "block_shape": (128, 128),
-        "activation_dtype": FP8,
-        "activation_scheme": ActivationScheme.DYNAMIC,
-        "activation_granularity": Granularity.GROUP,
-    },
+    "fp8_per_block": _BLOCK_FP8_DYNAMIC,
     "experts_int8": {"weight_dtype": WeightDtype.INT8, "weight_granularity": Granularity.CHANNEL},
     "bitsandbytes": {"weight_dtype": WeightDtype.OTHER, "weight_granularity": Granularity.GROUP},
 }
