@@ -66,7 +66,7 @@ test-e2e: venv
 
 # On an H200 host with vLLM 0.26 importable (inside the image, or the offline bundle).
 test-gpu:
-	python3 -m pytest -q -p no:cacheprovider -m gpu tests
+	bash scripts/test_gpu.sh
 
 bench: bench-kernels bench-e2e
 

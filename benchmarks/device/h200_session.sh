@@ -11,10 +11,10 @@
 # Queue A (GPU 0) and queue B (GPU 1) run side by side; on a one-GPU machine A then B run on GPU 0 in one
 # queue. Each step starts only when its minimum time is left before the deadline (DEADLINE_S after `start`,
 # default 1500 s) and is cut at the deadline, so a short lease still returns the first steps of each queue.
-#   A: e2e qwen-plugin (issue 15: plan / plan without our kernel / LMI-equivalent / auto) → e2e nemotron → e2e mixtral
-#      (served configuration)
-#   B: own kernels check (bench → dispatch table → the plugin's GPU tests) → plugin-logits (plan with and without our
-#      kernel, same weights) → qwen-start (plan's start from empty / warm / copied / baked caches, bake made here)
+#   A: make test-gpu (incl. the plugin in the served engine, plugin on / off on one random FP8 checkpoint) → e2e
+#      qwen-plugin (issue 15: plan / plan without our kernel / LMI-equivalent / auto) → e2e nemotron (served)
+#   B: own kernels bench (→ dispatch table from its CSV) → e2e mixtral (served) → qwen-start (plan's start from
+#      empty / warm / copied / baked caches, bake made here)
 # PLAN=x8: one queue X on all 8 GPUs, the e2e.sh x8-* phases in priority order (docs/h200-runbook.md "8 × H200"):
 #   x8-qwen235-tp8 → x8-deepseek-tp8ep8 → x8-qwen235-tp8-start → x8-deepseek-tp8 → x8-qwen235-tp4 on GPUs 0-3
 #   beside x8-mixtral8x22-tp4 on GPUs 4-7 (queue Y) → x8-maverick-tp8 → x8-qwen235-block-tp8ep8;
@@ -73,19 +73,26 @@ step() {  # step QUEUE NAME MIN_S MAX_S CMD... : run CMD if MIN_S are left, cut 
 }
 
 # Order = what each issue can least do without, cheap decisive steps first (a short lease returns those).
-# Issue 14, second lease: Nemotron and Mixtral in the served configuration (2026-12-01 measured Qwen3), then the
-# baked-start check with a bake made on this host, then the GPU check of the code issue 13 moved (own kernels).
+# Issue 15 leads: `make test-gpu` (our kernels, the plugin's layer tests, and the plugin inside the served engine on a
+# random FP8 checkpoint), then the issue's end-to-end rows on Qwen3; issue 14's Nemotron / Mixtral rows and the baked
+# start follow. On one GPU the queues run A then B.
+# `make test-gpu`'s script (a command, not a function: `timeout` runs it); the engine test's CSV and server logs land
+# in the step's folder
+# shellcheck disable=SC2016  # $OUT expands in the step's shell, where `step` has set it
+TEST_GPU=(bash -c 'PLUGIN_LOGITS_OUT=$OUT/plugin-logits bash scripts/test_gpu.sh --junitxml="$OUT/test_gpu.xml"')
+
 queue_a() {
   local q=$1
+  step "$q" test-gpu 240 480 "${TEST_GPU[@]}"
   step "$q" e2e-qwen-plugin 420 900 env BUDGET_S=880 bash benchmarks/device/e2e.sh qwen-plugin
   step "$q" e2e-nemotron 300 600 env BUDGET_S=580 bash benchmarks/device/e2e.sh nemotron
-  step "$q" e2e-mixtral 300 660 env BUDGET_S=640 bash benchmarks/device/e2e.sh mixtral
 }
 
 queue_b() {
   local q=$1
-  step "$q" own-kernels 240 600 bash benchmarks/device/kernels_check_and_bench.sh
-  step "$q" plugin-logits 300 480 bash benchmarks/device/e2e.sh plugin-logits
+  # the kernel bench and the dispatch table from its CSV (the GPU tests ran in test-gpu)
+  step "$q" own-kernels 240 420 env SKIP_TESTS=1 bash benchmarks/device/kernels_check_and_bench.sh
+  step "$q" e2e-mixtral 300 660 env BUDGET_S=640 bash benchmarks/device/e2e.sh mixtral
   step "$q" qwen-start 300 480 env BUDGET_S=460 bash benchmarks/device/e2e.sh qwen-start
 }
 

@@ -1,19 +1,24 @@
 """Our kernel in the engine against vLLM's, end to end: the served plan with and without the plugin, same weights.
 
-    python -m benchmarks.e2e.plugin_logits --model qwen3-30b-a3b-fp8-static --out-dir OUT [--tokens 256]
+    python -m benchmarks.e2e.plugin_logits --model qwen3-30b-a3b-fp8-static --random-layers 4 --out-dir OUT
 
 Starts the plan's server (`plan`, our kernel at the dispatch table's M) and the same plan with
-option.moe_kernel=vllm (`plan_vllm_kernel`) one after the other, each exactly as `serve` runs it, on random weights
-(`load_format=dummy`: vLLM seeds them, so both engines hold the same weights), and sends the same greedy prompts with
-the top-20 logprobs of every generated token. Written to OUT/plugin_logits.csv, one row per prompt:
+option.moe_kernel=vllm (`plan_vllm_kernel`) one after the other, each exactly as `serve` runs it, on the same weights,
+and sends the same greedy prompts one at a time (decode at M = 1, where the table sends Qwen3-30B-A3B to our
+kernel) with the top-20 logprobs of every generated token. The weights: with `--random-layers N` a random FP8
+checkpoint of the model cut to N layers (benchmarks/e2e/random_checkpoint.py: vLLM's `load_format=dummy` rounds
+every FP8 weight to 0, so the experts would output 0 on both rows and nothing could differ); a model folder with
+safetensors is loaded as it is; a config-only model gets dummy weights (throughput only). Written to
+OUT/plugin_logits.csv, one row per prompt:
 - `agree_tokens`: how many leading greedy tokens the two engines share (reported, not required: one flipped argmax
   changes everything after it);
 - `max_abs_dlogprob_first_steps`: over the first `--steps` decode steps, the largest |Δ logprob| of a token both
   top-20 lists hold, the engine-level form of the kernels' difference (the layer-level one is 0.015-0.022 relative,
   benchmarks/results/kernels/h200_fused_moe.csv; tests/entrypoint/moe_plugin/test_plugin_gpu.py bounds it at 0.03);
-- `top1_equal_first_steps`: whether the first `--steps` argmaxes agree.
+- `top1_equal_first_steps`: whether the first `--steps` argmaxes agree; `finite`: every logprob of both rows is.
 On an engine where the plan does not turn the plugin on (the CPU engine, a shape without a table row) the two rows
 are the same engine and every difference is 0: tests/benchmarks/test_plugin_logits.py checks the script that way.
+tests/entrypoint/moe_plugin/test_plugin_engine_gpu.py runs it on the H200 (`make test-gpu`) and holds it to a bound.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import argparse
 import csv
 import http.client
 import json
+import math
 import os
 import subprocess
 import sys
@@ -30,12 +36,20 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.e2e import backends as be
-from benchmarks.e2e import served, spec
+from benchmarks.e2e import random_checkpoint, runner, served, spec, tokenizer
 from benchmarks.e2e.served_worker import Prompts, stop, wait_ready
 from tools.local_server import free_port
 
 ROWS = ("plan", "plan_vllm_kernel")
-COLUMNS = ("prompt", "agree_tokens", "tokens", "max_abs_dlogprob_first_steps", "top1_equal_first_steps", "plugin_on")
+COLUMNS = (
+    "prompt",
+    "agree_tokens",
+    "tokens",
+    "max_abs_dlogprob_first_steps",
+    "top1_equal_first_steps",
+    "finite",
+    "plugin_on",
+)
 
 
 def generate(port: int, model: str, prompts: list[list[int]], tokens: int, top: int) -> list[dict[str, Any]]:
@@ -66,8 +80,9 @@ def compare(a: dict[str, Any], b: dict[str, Any], steps: int) -> dict[str, Any]:
         shared = set(ta) & set(tb)
         worst = max([worst, *(abs(ta[t] - tb[t]) for t in shared)])
         top1 = top1 and max(ta, key=ta.get) == max(tb, key=tb.get)
+    finite = all(math.isfinite(v) for row in (a, b) for top in row["top_logprobs"] for v in top.values())
     return {"agree_tokens": agree, "tokens": len(a["tokens"]), "max_abs_dlogprob_first_steps": round(worst, 6),
-            "top1_equal_first_steps": top1}  # fmt: skip
+            "top1_equal_first_steps": top1, "finite": finite}  # fmt: skip
 
 
 def run_row(
@@ -83,10 +98,44 @@ def run_row(
             stop(server)
 
 
+def model_dir_for(args: argparse.Namespace) -> tuple[Path, str]:
+    """The folder the engines load and its load format (see the module doc: random, as it is, or dummy)."""
+    if args.random_layers:
+        dest = args.work_dir / f"random-{Path(args.model).name}-L{args.random_layers}"
+        t0 = time.monotonic()
+        model_dir = random_checkpoint.write(args.model, args.random_layers, dest)
+        print(f"random checkpoint {model_dir} ({time.monotonic() - t0:.0f} s)", flush=True)
+        return model_dir, "auto"
+    model_dir = spec.resolve_model_dir(args.model)
+    if any(model_dir.glob("*.safetensors")):
+        return model_dir, "auto"
+    return tokenizer.prepare_model_dir(model_dir, args.work_dir), "dummy"
+
+
+def engine_environment(work_dir: Path) -> dict[str, str]:
+    """os.environ plus caches of this run's own: FlashInfer's JIT modules built once (under the e2e harness's work
+    folder they are the ones it built) and one torch.compile/Triton cache both rows share (the MoE layer is vLLM's
+    opaque moe_forward op: the compiled graph does not hold the kernel choice)."""
+    env = dict(os.environ)
+    env.setdefault("FLASHINFER_WORKSPACE_BASE", str(work_dir / "flashinfer"))
+    env.setdefault("VLLM_CACHE_ROOT", str(work_dir / "plugin-logits-cache" / "vllm"))
+    env.setdefault("TRITON_CACHE_DIR", str(work_dir / "plugin-logits-cache" / "triton"))
+    if runner.prewarm_flashinfer(env, timeout_s=300) is None:
+        print("FlashInfer JIT modules not prebuilt (no FlashInfer here, or it failed): the engine builds them")
+    return env
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True, help="a bundled model name (benchmarks/e2e/models) or a model folder")
     ap.add_argument("--out-dir", type=Path, required=True)
+    ap.add_argument("--work-dir", type=Path, help="model copies and caches (default OUT/work)")
+    ap.add_argument(
+        "--random-layers",
+        type=int,
+        default=0,
+        help="load a random FP8 checkpoint of the model cut to this many layers (0: see the module doc)",
+    )
     ap.add_argument("--prompts", type=int, default=4)
     ap.add_argument("--input-len", type=int, default=64)
     ap.add_argument("--tokens", type=int, default=256)
@@ -94,16 +143,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top", type=int, default=20)
     ap.add_argument("--gpu-memory-utilization", type=float, default=0.85)
     ap.add_argument("--start-timeout-s", type=float, default=600)
+    ap.add_argument("--plan-gpu", default=None, help="gpu= for the plan (e.g. H200); default: the resolver detects it")
     args = ap.parse_args(argv)
-    model_dir = spec.resolve_model_dir(args.model)
-    config = spec.load_config(model_dir)
     args.out_dir.mkdir(parents=True, exist_ok=True)
+    args.work_dir = args.work_dir or args.out_dir / "work"
+    args.work_dir.mkdir(parents=True, exist_ok=True)
+    model_dir, load_format = model_dir_for(args)
+    config = spec.load_config(model_dir)
+    environ = engine_environment(args.work_dir)
     port = free_port()
     options = served.bench_options(
         max_model_len=args.input_len + args.tokens + 16, max_num_seqs=8,
-        gpu_memory_utilization=args.gpu_memory_utilization, compile_mode="default",
+        gpu_memory_utilization=args.gpu_memory_utilization, compile_mode="default", load_format=load_format,
     )  # fmt: skip
-    plan = served.served_plan(model_dir, os.environ, port=port, options=options)
+    plan = served.served_plan(model_dir, environ, port=port, options=options, gpu=args.plan_gpu)
     decision = be.PlanDecision(plan.moe_backend.value, dict(plan.env), "resolver, served options")
     setups = be.engine_setups(list(ROWS), model_dir, spec.moe_shape(config), lambda _dir: decision)
     vocab = int(config.get("vocab_size") or config.get("text_config", {}).get("vocab_size", 32000))
@@ -115,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
             results[setup.backend] = results[setup.same_engine_as]
             continue
         print(f"{setup.backend}: {setup.note}", flush=True)
-        command = served.row_command(plan, setup, dict(os.environ), options)
+        command = served.row_command(plan, setup, environ, options)
         log = args.out_dir / f"{setup.backend}.log"
         results[setup.backend] = run_row(command, plan.model, port, prompt_ids, args, log)
     plugin_on = be.KERNEL_ENV in plan.env
@@ -130,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows:
         print(row)
     print(
-        f"wrote {args.out_dir / 'plugin_logits.csv'} (plugin {'on' if plugin_on else 'off: the rows are one engine'})"
+        f"wrote {args.out_dir / 'plugin_logits.csv'} ({load_format} weights; plugin "
+        f"{'on' if plugin_on else 'off: the rows are one engine'})"
     )
     return 0
 

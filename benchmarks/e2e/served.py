@@ -53,12 +53,14 @@ def bench_options(
     gpu_memory_utilization: float,
     compile_mode: str,
     extra: Mapping[str, str] | None = None,
+    load_format: str = "dummy",
 ) -> dict[str, str]:
-    """The benchmark's needs, and the run's --option pairs (`extra`), as OPTION_* variables (a SageMaker user's)."""
+    """The benchmark's needs, and the run's --option pairs (`extra`), as OPTION_* variables (a SageMaker user's).
+    `load_format`: dummy (random values, throughput only: see benchmarks/e2e/random_checkpoint.py) or auto."""
     if compile_mode not in SERVED_COMPILE_MODES:
         raise ValueError(f"compile mode {compile_mode!r}: the served engine takes {', '.join(SERVED_COMPILE_MODES)}")
     options = {
-        "OPTION_LOAD_FORMAT": "dummy",
+        "OPTION_LOAD_FORMAT": load_format,
         "OPTION_MAX_MODEL_LEN": str(max_model_len),
         "OPTION_MAX_ROLLING_BATCH_SIZE": str(max_num_seqs),
         "OPTION_GPU_MEMORY_UTILIZATION": str(gpu_memory_utilization),

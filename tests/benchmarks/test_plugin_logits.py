@@ -23,10 +23,13 @@ def test_compare_counts_the_shared_prefix_and_the_largest_logprob_gap_of_shared_
     a = logprobs(["x", "y", "z"], [{"x": -0.1, "q": -2.0}, {"y": -0.2, "w": -1.0}, {"z": -0.3}])
     b = logprobs(["x", "y", "k"], [{"x": -0.15, "q": -2.5}, {"y": -0.2}, {"k": -0.1, "z": -0.4}])
     got = compare(a, b, steps=2)
-    assert got == {"agree_tokens": 2, "tokens": 3, "max_abs_dlogprob_first_steps": 0.5, "top1_equal_first_steps": True}
+    assert got == {"agree_tokens": 2, "tokens": 3, "max_abs_dlogprob_first_steps": 0.5, "top1_equal_first_steps": True,
+                   "finite": True}  # fmt: skip
     assert compare(a, b, steps=3)["top1_equal_first_steps"] is False  # step 3: z against k
     assert compare(a, a, steps=3) == {"agree_tokens": 3, "tokens": 3, "max_abs_dlogprob_first_steps": 0.0,
-                                      "top1_equal_first_steps": True}  # fmt: skip
+                                      "top1_equal_first_steps": True, "finite": True}  # fmt: skip
+    broken = logprobs(["x", "y", "z"], [{"x": float("nan")}, {"y": -0.2}, {"z": -0.3}])
+    assert compare(a, broken, steps=1)["finite"] is False  # a NaN would hide from the max |Δ|
 
 
 @pytest.mark.e2e
@@ -47,3 +50,5 @@ def test_on_the_cpu_engine_the_two_rows_are_one_engine_and_nothing_differs(tmp_p
     for row in rows:
         assert row["plugin_on"] == "False" and row["agree_tokens"] == row["tokens"] == "8"
         assert float(row["max_abs_dlogprob_first_steps"]) == 0.0 and row["top1_equal_first_steps"] == "True"
+        assert row["finite"] == "True"
+    assert "auto weights" in done.stdout  # the tiny model's own weights, not dummy ones
