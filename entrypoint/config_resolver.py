@@ -180,6 +180,7 @@ def resolve(
     tuned: TunedConfigIndex | None = None,
     dispatch: DispatchTable | None = None,
     context_reasons: tuple[str, ...] = (),
+    plugin_installed: bool | None = None,
 ) -> Plan:
     """Decide the vLLM command line. Raises ConfigError for anything vLLM would refuse later."""
     environ = environ or {}
@@ -205,7 +206,7 @@ def resolve(
     deep_gemm = _deep_gemm_forced(environ)
     context = KernelContext(
         model, gpus, choice.effective, caps.version, engine.tensor_parallel_size, engine.expert_parallel, dispatch,
-        deep_gemm,
+        deep_gemm, plugin_installed,
     )  # fmt: skip
     kernel = choose_moe_kernel(settings, context)
     env.update(kernel.env)

@@ -15,6 +15,7 @@ from entrypoint.config_resolver import resolve
 from entrypoint.errors import ConfigError
 from entrypoint.model.describe import describe_model
 from entrypoint.model.sources import read_model_configs
+from entrypoint.moe_plugin import entry_point_installed
 from entrypoint.resolve.gpu import gpu_inventory
 from entrypoint.resolve.plan import Plan
 from entrypoint.resolve.tuned_configs import TunedConfigIndex, default_config_dir
@@ -71,4 +72,6 @@ def build_plan(
         tuned=TunedConfigIndex.scan(default_config_dir(env)),
         dispatch=load_dispatch_table(env),
         context_reasons=context,
+        # the plugin's entry point matters only where this Python runs the planned vLLM
+        plugin_installed=entry_point_installed() if caps.source.startswith("installed:") else None,
     )

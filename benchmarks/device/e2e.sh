@@ -65,6 +65,9 @@ if [ ! -f "$SITE/.ok" ] && [ -n "${VLLM_PIECES:-}" ]; then
 fi
 [ -d "$SITE" ] && export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
+# vLLM finds the engine plugin through package metadata, which a checkout on PYTHONPATH lacks (2026-12-01: the plan
+# row ran without our kernel); the image installs the package instead
+if [ -d "$SITE" ] && [ "${DRY_RUN:-0}" != 1 ]; then python3 -m benchmarks.device.register_entry_points "$SITE"; fi
 
 # --plan-gpu: the plan row is what `serve` would run on an H200, whether or not NVML answers in this process.
 # plan (with our kernel where the dispatch table has the shape) vs the plan with vLLM's kernels only

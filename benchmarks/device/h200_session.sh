@@ -167,6 +167,8 @@ start() {
   tar -C "$HERE" --exclude=./.git --exclude=./.offline --exclude=./.whl --exclude=./.venv --exclude=./build \
     --exclude=./.artifacts -cf - . | tar -C "$RUN_DIR/repo" -xf - || exit 1
   export PYTHONPATH="$SITE:$RUN_DIR/repo${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+  # vLLM loads the engine plugin from package metadata only (benchmarks/device/register_entry_points.py)
+  if [ "${DRY_RUN:-0}" != 1 ]; then python3 -m benchmarks.device.register_entry_points "$SITE" || return 1; fi
   export WORKERS=${WORKERS:-$(($(nproc) / 4 > 1 ? $(nproc) / 4 : 1))}
   if [ "$PLAN" = x8 ]; then
     if ((gpus >= 8)); then

@@ -11,16 +11,27 @@ from __future__ import annotations
 
 import logging
 import os
+from importlib.metadata import entry_points
 
 from entrypoint.moe_plugin.hook import install
 from kernels.dispatch import TABLE_ENV, table_path
 
 KERNEL_ENV = "MOE_SERVING_MOE_KERNEL"  # set by the resolver (entrypoint.resolve.moe_kernel) to "project"
-__all__ = ["KERNEL_ENV", "TABLE_ENV", "register"]
+# How vLLM finds this plugin (pyproject.toml [project.entry-points]): installed package metadata, not a folder on
+# PYTHONPATH. A checkout run from PYTHONPATH without the package installed has none, and vLLM silently loads nothing.
+ENTRY_POINT_GROUP = "vllm.general_plugins"
+ENTRY_POINT = "moe_serving_fused_moe = entrypoint.moe_plugin:register"
+__all__ = ["ENTRY_POINT", "ENTRY_POINT_GROUP", "KERNEL_ENV", "TABLE_ENV", "entry_point_installed", "register"]
 
 # A child of vLLM's logger: vLLM gives "vllm" its handler and format in every process, so these lines reach the
 # engine's log next to vLLM's own MoE lines (a logger outside that tree would drop INFO lines).
 logger = logging.getLogger("vllm.moe_serving_plugin")
+
+
+def entry_point_installed() -> bool:
+    """Whether vLLM, started by this Python, will find and call `register` (the lookup vLLM's plugin loader does)."""
+    name, value = (part.strip() for part in ENTRY_POINT.split("="))
+    return any(ep.name == name and ep.value == value for ep in entry_points(group=ENTRY_POINT_GROUP))
 
 
 def register() -> None:

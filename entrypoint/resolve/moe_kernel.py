@@ -15,7 +15,7 @@ from entrypoint.config.moe import MoeKernel
 from entrypoint.config.settings import Settings
 from entrypoint.errors import ConfigError
 from entrypoint.model.types import ModelDescription
-from entrypoint.moe_plugin import KERNEL_ENV
+from entrypoint.moe_plugin import ENTRY_POINT, ENTRY_POINT_GROUP, KERNEL_ENV
 from entrypoint.moe_plugin.hook import CHECKED_VLLM
 from entrypoint.resolve.backends import fp8_scheme
 from entrypoint.resolve.gpu_types import GpuInventory
@@ -38,6 +38,9 @@ class KernelContext:
     # VLLM_USE_DEEP_GEMM / VLLM_MOE_USE_DEEP_GEMM=1 in the environment: vLLM then runs TritonOrDeepGemmExperts, whose
     # Triton fallback the prepare step feeds quantised input (the plugin keeps vLLM's kernel there)
     deep_gemm_forced: str | None = None
+    # whether vLLM will load the plugin (its entry point is installed with this Python); None: not checked, the plan is
+    # for another vLLM than the one installed here (e.g. sagemaker_deploy planning for the image)
+    plugin_installed: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,11 @@ def _project_row(ctx: KernelContext) -> tuple[DispatchRow | None, str]:
         return (
             None,
             f"the plugin was checked against vLLM {', '.join(v + 'x' for v in CHECKED_VLLM)}, not {ctx.vllm_version}",
+        )
+    if ctx.plugin_installed is False:
+        return None, (
+            f"vLLM would not load the plugin: its entry point ({ENTRY_POINT_GROUP}: {ENTRY_POINT}) is not installed "
+            "with this Python (install the package, e.g. pip install ., as the image does)"
         )
     if table is None:
         return None, "no dispatch table is installed (kernels/fused_moe_dispatch.json)"

@@ -57,3 +57,14 @@ def test_a_misspelled_moe_backend_exits_2_in_seconds_naming_the_key_and_loading_
 def test_a_bad_bind_port_exits_2_naming_the_variable() -> None:
     code, logs, _ = run_to_exit({"SAGEMAKER_BIND_TO_PORT": "http"})
     assert code == 2 and "SAGEMAKER_BIND_TO_PORT='http'" in logs, logs
+
+
+def test_the_images_vllm_finds_the_engine_plugin() -> None:
+    # vLLM loads general plugins from installed package metadata only; on the H200 device a checkout on PYTHONPATH
+    # had none and the plan's MOE_SERVING_MOE_KERNEL=project reached an engine that never loaded the plugin
+    probe = (
+        "from importlib.metadata import entry_points; "
+        "print(sorted(f'{e.name} = {e.value}' for e in entry_points(group='vllm.general_plugins')))"
+    )
+    done = docker("run", "--rm", "--network", "host", "--entrypoint", "python3", IMAGE, "-c", probe, timeout=120)
+    assert "moe_serving_fused_moe = entrypoint.moe_plugin:register" in done.stdout, done.stdout + done.stderr

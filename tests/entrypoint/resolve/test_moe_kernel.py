@@ -121,3 +121,40 @@ def test_deep_gemm_forced_by_the_environment_keeps_vllms_kernel():
     plan = resolve(options, model, gpus, CAPS, dispatch=TABLE, environ={"VLLM_USE_DEEP_GEMM": "1"})
     assert plan.moe_kernel is MoeKernel.VLLM
     assert any("VLLM_USE_DEEP_GEMM=1 makes vLLM run DeepGEMM" in r for r in plan.reasons)
+
+
+def test_without_the_plugins_entry_point_auto_keeps_vllms_kernel_and_project_is_refused():
+    # seen on the H200 device (2026-12-01): the repo on PYTHONPATH, the package not installed, so vLLM found no
+    # entry point and the plan's MOE_SERVING_MOE_KERNEL=project reached an engine that never loaded the plugin
+    gpus = simulate_gpus("H200")
+    plan = resolve(settings(), described("native fp8 static"), gpus, CAPS, dispatch=TABLE, plugin_installed=False)
+    assert plan.moe_kernel is MoeKernel.VLLM and KERNEL_ENV not in plan.env
+    (line,) = [r for r in plan.reasons if r.startswith("moe_kernel:")]
+    assert "vLLM would not load the plugin: its entry point (vllm.general_plugins: moe_serving_fused_moe" in line
+    with pytest.raises(ConfigError, match="option.moe_kernel='project': .*entry point"):
+        resolve(settings(moe_kernel="project"), described("native fp8 static"), gpus, CAPS, dispatch=TABLE,
+                plugin_installed=False)  # fmt: skip
+    checked = resolve(settings(), described("native fp8 static"), gpus, CAPS, dispatch=TABLE, plugin_installed=True)
+    assert checked.moe_kernel is MoeKernel.PROJECT
+
+
+def test_the_entry_point_check_finds_the_installed_package_and_misses_a_bare_checkout(tmp_path: Path):
+    import subprocess
+    import sys
+
+    from entrypoint.moe_plugin import entry_point_installed
+    from tests.conftest_paths import REPO
+
+    assert entry_point_installed()  # the venv installs the package (make venv), as the image does
+    # A Python that sees the code only through PYTHONPATH, without the package metadata: the H200 device's case (its
+    # copy of the checkout has no git-ignored moe_serving.egg-info, which a local `pip install -e .` leaves at the root)
+    bare = tmp_path / "checkout"
+    bare.mkdir()
+    for package in ("entrypoint", "kernels"):
+        (bare / package).symlink_to(REPO / package)
+    probe = "import sys; sys.path[:] = [p for p in sys.path if 'site-packages' not in p]; " \
+            "from entrypoint.moe_plugin import entry_point_installed; print(entry_point_installed())"  # fmt: skip
+    env = {"PYTHONPATH": str(bare), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-S", "-c", probe], env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert done.stdout.strip() == "False", done.stderr
