@@ -3,15 +3,17 @@ the same plan with vLLM's kernel (option.moe_kernel=vllm), same random FP8 check
 layers: the shipped table's row, E=128 N=768 K=2048 top-8), greedy prompts sent one at a time so every decode step
 runs at M = 1, where the table sends this shape to ops.fused_moe_fp8.
 
-The bound, from the kernel-level error: each MoE layer's output differs from vLLM's kernel by ≤ 0.03 relative
+The bound. From the kernel-level error alone: each MoE layer's output differs from vLLM's kernel by ≤ 0.03 relative
 (test_plugin_gpu.py; the bench measured 0.015-0.022: two FP8 roundings of the intermediate activation apart). The
 checkpoint's logits have std LOGIT_STD = 4 (benchmarks/e2e/random_checkpoint.py); four independent ≤ 3 % layer
 errors on the MoE half of each residual update move the final hidden state by ≲ √4 · 0.03 · 0.5 ≈ 3 % in a random
-direction, so a logit moves by ≈ 0.03 · 4 ≈ 0.12 typically and ≈ 0.4 at 3σ over the 20 tokens compared. Bound:
-0.5 nats on any shared top-20 logprob of the first 8 decode steps. A wrong expert, a missing router weight, a
-scale applied twice or an output left unwritten each move the MoE half of the update by O(1), i.e. logits by ~2.
-The difference must also be non-zero: both engines are deterministic at batch 1, so equal logprobs would mean
-that vLLM's kernel ran on both rows (the plugin fell back without saying so).
+direction, so a logit moves by ≈ 0.12 typically and ≈ 0.4 at 3σ over the 20 tokens compared: KERNEL_BOUND 0.5
+nats on any shared top-20 logprob of the first 8 decode steps. But two identical engines on the H200 already
+disagree (2026-12-01: up to 0.82 nats, vLLM's kernel on both rows; cause not found yet, see docs/results/e2e.md),
+so the run measures that control too and the bound is 2 × the control's worst, at least KERNEL_BOUND, at most
+GROSS_BOUND 1.5: a wrong expert, a missing router weight, a scale applied twice or an output left unwritten each
+move the MoE half of the update by O(1), i.e. logits by ~2 and more, on every prompt.
+Our kernel ran: the plan's engine logs the table row for the shape and the control's engines do not.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ import torch
 from benchmarks.e2e import plugin_logits
 
 pytestmark = pytest.mark.gpu
-BOUND_NATS = 0.5
+KERNEL_BOUND = 0.5
+GROSS_BOUND = 1.5
 LAYERS = 4
 
 
@@ -47,13 +50,16 @@ def test_the_plugin_in_the_served_engine_matches_vllms_kernel_within_the_bound(t
         "--gpu-memory-utilization", "0.5",  # a 4-layer model; the rest stays free for this process's own context
     ])  # fmt: skip
     assert rc == 0
-    plan_log = (out / "plan.log").read_text(errors="replace")
-    assert "moe_kernel=project: E=128" in plan_log and "ops.fused_moe_fp8 at M=1" in plan_log, (
-        "the plan's engine did not log our kernel's row for the shape"
-    )
+    row_line = "moe_kernel=project: E=128,N=768,K=2048,top_k=8,tensor-static,NVIDIA_H200: ops.fused_moe_fp8 at M=1"
+    assert row_line in (out / "plan.log").read_text(errors="replace"), "the plan's engine did not take our kernel's row"
+    for control in ("plan_vllm_kernel", "plan_vllm_kernel_repeat"):
+        assert "ops.fused_moe_fp8 at" not in (out / f"{control}.log").read_text(errors="replace"), control
     rows = list(csv.DictReader((out / "plugin_logits.csv").open()))
-    assert len(rows) == 4 and all(r["plugin_on"] == "True" for r in rows)
-    assert all(r["finite"] == "True" for r in rows)
-    worst = max(float(r["max_abs_dlogprob_first_steps"]) for r in rows)
-    assert worst <= BOUND_NATS, f"|Δ logprob| {worst} over the first 8 steps exceeds {BOUND_NATS}: {rows}"
-    assert worst > 0.0, "no logprob differs: vLLM's kernel ran on both rows"
+    assert len(rows) == 8 and all(r["plugin_on"] == "True" and r["finite"] == "True" for r in rows), rows
+    worst = {pair: max(float(r["max_abs_dlogprob_first_steps"]) for r in rows if r["pair"] == pair)
+             for pair in ("plugin", "control")}  # fmt: skip
+    bound = min(GROSS_BOUND, max(KERNEL_BOUND, 2 * worst["control"]))
+    print(
+        f"max |Δ logprob| over the first 8 steps: plugin {worst['plugin']}, control {worst['control']}; bound {bound}"
+    )
+    assert worst["plugin"] <= bound, f"plugin {worst['plugin']} > {bound} (control {worst['control']}): {rows}"
