@@ -1,4 +1,4 @@
-"""Compile our fused-MoE kernels for sm_90 on a machine with no GPU (a check, not a cache bake).
+"""Compile our fused-MoE kernels for sm_90 on a machine with no GPU: a check, and the image's bake.
 
 Triton's CPU interpreter accepts code the real compiler refuses (plain float globals, dot shapes,
 scalar atomics in branches, ...). `compile_all()` runs every launch `fused_moe_fp8` would make for a
@@ -7,16 +7,30 @@ tensors, nothing runs), so such errors show up in `make test`. Run it in a proce
 TRITON_INTERPRET unset and the H200's Triton (3.6.0, build/triton-3.6.0) first on sys.path:
 
     PYTHONPATH=build/triton-3.6.0:. CUDA_VISIBLE_DEVICES= python -m ops.fused_moe_fp8_aot
+
+`bake(cache_dir, table)` compiles exactly the launches the engine plugin makes (entrypoint.moe_plugin: bf16 input,
+the row's scale kind and activation, `default_config`) at every M of every dispatch-table row into a Triton cache:
+the image's aot stage runs it (docker/aot_cache.sh) next to vLLM's kernels, so our kernel is not JIT-compiled when
+vLLM first runs each captured batch size at engine start:
+
+    python -m ops.fused_moe_fp8_aot --bake CACHE_DIR [--table FILE] [--shapes qwen3-30b-a3b:tp1,...]
+
+Whether the real launches hit these entries is checked on the H200 only (counted compiles at a baked start).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
+
+from kernels.dispatch import DISPATCH_FILE, DispatchTable
 
 # (name, T, E, k, H, I, scales, static, gated, dtype): every constexpr branch of both kernels
 CASES: tuple[tuple[Any, ...], ...] = (
@@ -102,5 +116,51 @@ def compile_all(with_candidates: bool = False) -> dict[str, Any]:
     return {"launches": compiled, "seconds": round(time.perf_counter() - t0, 1)}
 
 
+def table_cases(table: DispatchTable, shapes: set[str] | None = None) -> list[tuple[Any, ...]]:
+    """One CASES-style case per (row, M) the table sends to our kernel, as the plugin calls it."""
+    cases = []
+    for row in table.rows.values():
+        if shapes and row.shape not in shapes:
+            continue
+        key = row.key
+        scales, static = ("block", False) if key.scales == "block-dynamic" else ("tensor", True)
+        for lo, hi in row.token_ranges:
+            for m in range(lo, hi + 1):
+                cases.append((f"{row.shape}-m{m}", m, key.experts, key.top_k, key.hidden, key.n, scales, static,
+                              row.activation == "silu", torch.bfloat16))  # fmt: skip
+    return cases
+
+
+def bake(cache_dir: Path, table: DispatchTable, shapes: set[str] | None = None) -> dict[str, Any]:
+    """Compile every launch of `table_cases` into the Triton cache at cache_dir (its path as the image runs it)."""
+    os.environ["TRITON_CACHE_DIR"] = str(cache_dir)  # read by Triton's cache manager at each compile
+    from triton.runtime.driver import driver
+
+    from kernels.aot import Sm90Driver
+
+    driver.set_active(Sm90Driver())
+    cases, compiled, t0 = table_cases(table, shapes), 0, time.perf_counter()
+    for case in cases:
+        for kernel, grid, args, kwargs in launches(case):
+            kernel.warmup(*args, grid=grid, **kwargs)
+            compiled += 1
+    return {"cases": len(cases), "launches": compiled, "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bake", type=Path, metavar="CACHE_DIR", help="compile the dispatch table's launches into it")
+    ap.add_argument("--table", type=Path, default=DISPATCH_FILE)
+    ap.add_argument("--shapes", default="", help="only these table rows (benchmark shape ids, comma-separated)")
+    ap.add_argument("--candidates", action="store_true", help="(check) also every candidate config")
+    args = ap.parse_args(argv)
+    if args.bake:
+        shapes = {s for s in args.shapes.split(",") if s} or None
+        print(json.dumps(bake(args.bake, DispatchTable.load(args.table), shapes)))
+    else:
+        print(json.dumps(compile_all(with_candidates=args.candidates)))
+    return 0
+
+
 if __name__ == "__main__":
-    print(json.dumps(compile_all(with_candidates="--candidates" in sys.argv)))
+    sys.exit(main())

@@ -110,11 +110,17 @@ def test_aot_cache_modes(tmp_path, mode, rc, message):
     assert result.returncode == rc and message in result.stdout + result.stderr
 
 
-def test_aot_cache_with_no_tuned_configs_compiles_nothing_and_says_so(tmp_path):
+OURS_QWEN3 = {"AOT_OURS_ARGS": "--shapes qwen3-30b-a3b:tp1"}  # our kernel's two table M for one shape: ~5 s
+
+
+def test_aot_cache_with_no_tuned_configs_compiles_only_our_kernel_and_says_so(tmp_path):
     result = run(["bash", str(DOCKER / "aot_cache.sh"), str(tmp_path / "cache"), str(tmp_path / "none")],
-                 env={"PYTHON": sys.executable})  # fmt: skip
-    assert result.returncode == 0 and "no tuned configs" in result.stdout
-    assert list((tmp_path / "cache").iterdir()) == []
+                 env={"PYTHON": sys.executable, **OURS_QWEN3})  # fmt: skip
+    assert result.returncode == 0 and "no tuned configs" in result.stdout, result.stdout + result.stderr
+    assert not list((tmp_path / "cache").rglob("fused_moe_kernel.json"))  # vLLM's kernel: nothing tuned to bake
+    # ours at M = 1 and 8 (kernels/fused_moe_dispatch.json's Qwen3 row): one GEMM1 binary each
+    assert len(list((tmp_path / "cache").rglob("moe_gemm1_kernel.json"))) == 2
+    assert "moe_gemm1_kernel variant(s) of our fused-MoE kernel" in result.stdout
 
 
 def test_aot_cache_compiles_a_tuned_config_into_a_triton_cache_any_user_reads(tmp_path):
@@ -126,8 +132,9 @@ def test_aot_cache_compiles_a_tuned_config_into_a_triton_cache_any_user_reads(tm
     cache = tmp_path / "cache"
     result = run(
         ["bash", str(DOCKER / "aot_cache.sh"), str(cache), str(configs)],
-        env={"PYTHON": sys.executable, "AOT_ARGS": f"--shapes {shape.key} --batch-sizes 1 --max-tokens 0 --workers 1"},
-    )
+        env={"PYTHON": sys.executable, "AOT_ARGS": f"--shapes {shape.key} --batch-sizes 1 --max-tokens 0 --workers 1",
+             **OURS_QWEN3},
+    )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     compiled = list(cache.rglob("fused_moe_kernel.json"))
     assert compiled, result.stdout

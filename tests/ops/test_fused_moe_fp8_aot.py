@@ -135,3 +135,24 @@ def test_gemm2_prefetches_then_waits_under_pdl_and_not_without(tmp_path):
     assert g2["launch_pdl"] and 0 <= g2["at"]["prefetch.global.L2"] < g2["at"]["griddepcontrol.wait"]
     for name in ("gemm1/False", "gemm2/False"):
         assert not found[name]["launch_pdl"] and set(found[name]["at"].values()) == {-1}, found[name]
+
+
+def test_the_bake_covers_every_m_the_dispatch_table_sends_to_our_kernel_as_the_plugin_calls_it():
+    import torch
+
+    from kernels.dispatch import DispatchTable
+    from ops import fused_moe_fp8_aot as A
+
+    table = DispatchTable.load()
+    cases = A.table_cases(table)
+    assert len(cases) == sum(hi - lo + 1 for row in table.rows.values() for lo, hi in row.token_ranges)
+    by_shape: dict[str, set[int]] = {}
+    for name, m, e, k, h, inter, scales, static, gated, dtype in cases:
+        by_shape.setdefault(name.rsplit("-m", 1)[0], set()).add(m)
+        assert dtype == torch.bfloat16  # the served dtype; the plugin passes vLLM's bf16 activations
+        if name.startswith("deepseek-v3:tp8"):
+            assert (e, k, h, inter, scales, static, gated) == (256, 8, 7168, 256, "block", False, True)
+        if name.startswith("nemotron"):
+            assert not gated and scales == "tensor" and static  # relu², per-tensor static
+    assert by_shape["qwen3-30b-a3b:tp1"] == {1, 8}
+    assert A.table_cases(table, {"qwen3-30b-a3b:tp1"}) == [c for c in cases if c[0].startswith("qwen3-30b-a3b:tp1")]
