@@ -105,8 +105,10 @@ ARG FLAVOUR
 ARG AOT_MODE=compile
 # Extra `python -m kernels.aot bake` arguments, e.g. "--shapes qwen3-30b-a3b:tp1" for a quick build.
 ARG AOT_ARGS=""
+# Extra `python -m ops.fused_moe_fp8_aot --bake` arguments (our kernel), e.g. "--shapes qwen3-30b-a3b:tp1".
+ARG AOT_OURS_ARGS=""
 COPY docker/aot_cache.sh /opt/moe-serving/docker/
-RUN FLAVOUR=${FLAVOUR} AOT_MODE=${AOT_MODE} AOT_ARGS=${AOT_ARGS} \
+RUN FLAVOUR=${FLAVOUR} AOT_MODE=${AOT_MODE} AOT_ARGS=${AOT_ARGS} AOT_OURS_ARGS=${AOT_OURS_ARGS} \
     bash /opt/moe-serving/docker/aot_cache.sh /opt/moe-serving/triton-cache /opt/moe-serving/kernel-configs
 
 ######################################## final ########################################
