@@ -2,16 +2,16 @@
 
     python -m benchmarks.e2e.plugin_logits --model qwen3-30b-a3b-fp8-static --random-layers 4 --out-dir OUT
 
-Starts the plan's server (`plan`, our kernel at the dispatch table's M), the same plan with option.moe_kernel=vllm
-(`plan_vllm_kernel`), and that engine once more (`plan_vllm_kernel_repeat`, the control: how far two identical
-engines already are apart) one after the other, each exactly as `serve` runs it, on the same weights,
+Starts the plan with option.moe_kernel=vllm (`plan_vllm_kernel`), the plan's server (`plan`, our kernel at the
+dispatch table's M) and `plan_vllm_kernel` once more (`plan_vllm_kernel_repeat`) one after the other, each exactly
+as `serve` runs it, on the same weights,
 and sends the same greedy prompts one at a time (decode at M = 1, where the table sends Qwen3-30B-A3B to our
 kernel) with the top-20 logprobs of every generated token. The weights: with `--random-layers N` a random FP8
 checkpoint of the model cut to N layers (benchmarks/e2e/random_checkpoint.py: vLLM's `load_format=dummy` rounds
 every FP8 weight to 0, so the experts would output 0 on both rows and nothing could differ); a model folder with
 safetensors is loaded as it is; a config-only model gets dummy weights (throughput only). Written to
-OUT/plugin_logits.csv, one row per prompt and pair (`plugin`: plan against plan_vllm_kernel; `control`: the repeat
-against plan_vllm_kernel):
+OUT/plugin_logits.csv, one row per prompt and pair (`plugin`: plan against the repeat, both warm starts; `control`:
+the first, cold, plan_vllm_kernel against the repeat — how far two identical engines already are apart):
 - `agree_tokens`: how many leading greedy tokens the two engines share (reported, not required: one flipped argmax
   changes everything after it);
 - `max_abs_dlogprob_first_steps`: over the first `--steps` decode steps, the largest |Δ logprob| of a token both
@@ -42,12 +42,15 @@ from benchmarks.e2e import random_checkpoint, runner, served, spec, tokenizer
 from benchmarks.e2e.served_worker import Prompts, stop, wait_ready
 from tools.local_server import free_port
 
-ROWS = ("plan", "plan_vllm_kernel")
-# The control: plan_vllm_kernel's engine started a second time. Two identical engines on the H200 already disagree
-# (2026-12-01, 4-layer random checkpoint: up to 0.82 nats, greedy tokens apart within 0-10 tokens), so the plugin's
-# difference is read against theirs, not against 0.
+# In start order. The first engine compiles (torch.compile, Triton) into the run's shared cache, the next two load
+# it: the plugin pair (plan against the repeat) is two warm starts that differ only in the MoE kernel, and the
+# control pair (the cold plan_vllm_kernel against its warm repeat) is two engines that differ in nothing but the
+# start. Two such engines on the H200 already disagree (2026-12-01, 4-layer random checkpoint: up to 0.82 nats,
+# greedy tokens apart within 0-10 tokens; a cold compile against a cache load is one suspect), so the plugin's
+# difference is read against the control's, not against 0.
+ROWS = ("plan_vllm_kernel", "plan")
 REPEAT = "plan_vllm_kernel_repeat"
-PAIRS = {"plugin": ("plan", "plan_vllm_kernel"), "control": (REPEAT, "plan_vllm_kernel")}
+PAIRS = {"plugin": ("plan", REPEAT), "control": ("plan_vllm_kernel", REPEAT)}
 COLUMNS = ("pair", "prompt", "agree_tokens", "tokens", "max_abs_dlogprob_first_steps", "top1_equal_first_steps",
            "finite", "plugin_on")  # fmt: skip
 

@@ -44,7 +44,7 @@ def test_on_the_cpu_engine_the_two_rows_are_one_engine_and_nothing_differs(tmp_p
     done = subprocess.run(argv, cwd=REPO, env={**os.environ, **CPU_ENV_DEFAULTS}, capture_output=True, text=True,
                           timeout=400)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "plan_vllm_kernel: the same engine as plan" in done.stdout
+    assert "plan: the same engine as plan_vllm_kernel" in done.stdout
     rows = list(csv.DictReader((tmp_path / "plugin_logits.csv").open()))
     assert sorted((r["pair"], r["prompt"]) for r in rows) == [("control", "0"), ("control", "1"), ("plugin", "0"),
                                                                ("plugin", "1")]  # fmt: skip

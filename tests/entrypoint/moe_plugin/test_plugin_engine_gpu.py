@@ -10,7 +10,8 @@ errors on the MoE half of each residual update move the final hidden state by �
 direction, so a logit moves by ≈ 0.12 typically and ≈ 0.4 at 3σ over the 20 tokens compared: KERNEL_BOUND 0.5
 nats on any shared top-20 logprob of the first 8 decode steps. But two identical engines on the H200 already
 disagree (2026-12-01: up to 0.82 nats, vLLM's kernel on both rows; cause not found yet, see docs/results/e2e.md),
-so the run measures that control too and the bound is 2 × the control's worst, at least KERNEL_BOUND, at most
+so the run measures that control too (the cold first engine against a warm repeat; the plugin pair is two warm
+starts: benchmarks/e2e/plugin_logits.py) and the bound is 2 × the control's worst, at least KERNEL_BOUND, at most
 GROSS_BOUND 1.5: a wrong expert, a missing router weight, a scale applied twice or an output left unwritten each
 move the MoE half of the update by O(1), i.e. logits by ~2 and more, on every prompt.
 Our kernel ran: the plan's engine logs the table row for the shape and the control's engines do not.
