@@ -343,6 +343,12 @@ def _run_engine(
         result = _one(job, env, timeout, args.work_dir / f"{label}.{backend}.cold.log", engines_log, "cold")
     start = "–" if result.start_s is None else f"{result.start_s:.1f}"
     print(f"e2e: {label} {backend}: {result.status}, start {start} s, vLLM ran {result.log.moe_backend}")
+    if j.setup.env.get(be.KERNEL_ENV) == "project" and result.start_s is not None and not result.log.project_kernel:
+        # 2026-12-01b: a whole lease's plan row ran without our kernel (no entry point on the device)
+        print(
+            f"e2e: WARNING {label} {backend}: the plan asked for our kernel ({be.KERNEL_ENV}=project) but the engine "
+            "never logged the plugin: vLLM did not load it (is the package's entry point installed?)"
+        )
     warm_s = None
     if backend in args.warm_restart and result.start_s is not None and budget.allows(start_est / 2 + 30):
         warm_timeout = max(30.0, min(job_timeout(args, label, backend), budget.left() - 10))

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 # "Using TRITON Fp8 MoE backend ..." on GPUs; "Using CPU Unquantized MoE backend ..." on the CPU build.
 BACKEND_RE = re.compile(r"Using (\w+) (?:\w+ )?MoE backend out of potential backends: \[([^\]]*)\]")
 DEFAULT_CONFIG_RE = re.compile(r"Using default MoE config\. Performance might be sub-optimal!")
+# entrypoint.moe_plugin's one line per shape (or its refusal): present only when vLLM loaded the plugin
+PROJECT_KERNEL_RE = re.compile(r"moe_kernel=project: (.+)")
 TUNED_CONFIG_RE = re.compile(r"Using configuration from (\S+) for MoE layer")
 # How the ranks talk, as vLLM (and NCCL, with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=ENV) logged it: vLLM 0.26
 # pynccl.py, flashinfer_all_reduce.py, symm_mem.py, custom_all_reduce.py; NCCL's "NCCL_X set by environment to Y."
@@ -46,6 +48,7 @@ class EngineLog:
     moe_backend: str | None = None  # as vLLM logged it, e.g. "TRITON", "FLASHINFER_CUTLASS"
     potential_backends: tuple[str, ...] = ()
     default_moe_config: bool = False  # "Using default MoE config" seen: Triton ran on untuned tiles
+    project_kernel: tuple[str, ...] = ()  # what the engine plugin said (PROJECT_KERNEL_RE), once per line
     tuned_config_files: tuple[str, ...] = ()
     milestones: list[str] = field(default_factory=list)
     autotuner_ops: tuple[str, ...] = ()
@@ -66,6 +69,7 @@ def parse_engine_log(text: str) -> EngineLog:
             part.strip().strip("'\"") for part in backend.group(2).split(",") if part.strip()
         )
     log.default_moe_config = DEFAULT_CONFIG_RE.search(text) is not None
+    log.project_kernel = tuple(dict.fromkeys(m.strip() for m in PROJECT_KERNEL_RE.findall(text)))
     log.tuned_config_files = tuple(dict.fromkeys(TUNED_CONFIG_RE.findall(text)))
     log.autotuner_ops = tuple(dict.fromkeys(AUTOTUNER_OP_RE.findall(text)))
     log.milestones = [name for name, pattern in MILESTONES if pattern.search(text)]
@@ -86,7 +90,7 @@ def comm_facts(text: str) -> dict[str, str]:
 _KEEP_RE = re.compile(
     r"Fp8 MoE backend|MoE config|configuration from|AutoTuner|autotune|Traceback|Error|error:|"
     r"Thread 0x|File \"|took|KV cache|Capturing|pruned|Timeout|timed out|flashinfer\.jit|top-p & top-k sampling|"
-    r"nccl|allreduce|SymmMem|set by environment",
+    r"nccl|allreduce|SymmMem|set by environment|moe_kernel=",
     re.IGNORECASE,  # FlashInfer spells it "[Autotuner]" in its per-tactic and "Skipped N" lines
 )
 

@@ -17,8 +17,8 @@ from benchmarks.e2e.stats import RequestTiming, Sample, aggregate, ratio, summar
 
 CSV_COLUMNS: tuple[str, ...] = (
     "model", "split", "options", "layers", "layers_real", "backend", "same_engine_as", "moe_backend_arg",
-    "moe_backend_logged", "default_moe_config", "tuned_config", "tuned_file_shipped", "default_config_check",
-    "input_len", "output_len", "conc", "reps",
+    "moe_backend_logged", "moe_kernel_logged", "default_moe_config", "tuned_config", "tuned_file_shipped",
+    "default_config_check", "input_len", "output_len", "conc", "reps",
     "decode_tps_best", "decode_tps_median", "output_tps_best", "output_tps_median",
     "ttft_ms_best", "ttft_ms_median", "tpot_ms_best", "tpot_ms_median", "spread_pct",
     "ratio_vs_auto", "verdict_vs_auto", "engine_start_cold_s", "engine_start_warm_s",
@@ -116,6 +116,7 @@ def build_rows(
             "same_engine_as": setup.same_engine_as or "",
             "moe_backend_arg": setup.moe_backend or "",
             "moe_backend_logged": result.log.moe_backend or "",
+            "moe_kernel_logged": " | ".join(result.log.project_kernel),
             "default_moe_config": result.log.default_moe_config,
             "tuned_config": ";".join(Path(f).name for f in result.log.tuned_config_files),
             "input_len": w.input_len,

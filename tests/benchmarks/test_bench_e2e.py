@@ -278,6 +278,16 @@ def test_log_parsing_reads_tuned_config_use_and_absence_of_warnings() -> None:
     assert logparse.parse_engine_log(cpu).moe_backend == "CPU"
 
 
+def test_log_parsing_reads_what_the_engine_plugin_said_and_nothing_without_it() -> None:
+    line = ("moe_kernel=project: E=128,N=768,K=2048,top_k=8,tensor-static,NVIDIA_H200: ops.fused_moe_fp8 at M=1, "
+            "M=8, vLLM's Triton kernel elsewhere")  # fmt: skip
+    text = f"(EngineCore pid=7) INFO 12-01 17:16:13 [triton_experts.py:88] {line}\n" * 48  # once per layer
+    assert logparse.parse_engine_log(text).project_kernel == (line.removeprefix("moe_kernel=project: "),)
+    # 2026-12-01b: the plugin never loaded on the device, and its absence is what the harness now reports
+    assert logparse.parse_engine_log(VLLM_LOG).project_kernel == ()
+    assert line in logparse.condense("\n".join(["x"] * 400 + [text.splitlines()[0]] + ["y"] * 400))
+
+
 def test_condense_keeps_head_tail_and_the_informative_middle() -> None:
     lines = [f"noise {i}" for i in range(1000)]
     lines[500] = "INFO Using TRITON Fp8 MoE backend out of potential backends: []"
