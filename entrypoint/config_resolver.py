@@ -24,7 +24,7 @@ from entrypoint.resolve.backend_switch import render_backend_switch, validate_us
 from entrypoint.resolve.backends import backend_support, fp8_scheme, predict_vllm_auto
 from entrypoint.resolve.engine_args import EngineArgs, build_engine_args
 from entrypoint.resolve.gpu_types import GpuInventory
-from entrypoint.resolve.moe_kernel import KernelContext, choose_moe_kernel
+from entrypoint.resolve.moe_kernel import PLUGINS_ENV, KernelContext, choose_moe_kernel
 from entrypoint.resolve.plan import Plan, PlanModel, PlanQuantization
 from entrypoint.resolve.rules import RuleContext, first_matching_rule
 from entrypoint.resolve.tuned_configs import TunedConfigIndex, tuned_file_name
@@ -206,7 +206,7 @@ def resolve(
     deep_gemm = _deep_gemm_forced(environ)
     context = KernelContext(
         model, gpus, choice.effective, caps.version, engine.tensor_parallel_size, engine.expert_parallel, dispatch,
-        deep_gemm, plugin_installed,
+        deep_gemm, plugin_installed, environ.get(PLUGINS_ENV),
     )  # fmt: skip
     kernel = choose_moe_kernel(settings, context)
     env.update(kernel.env)

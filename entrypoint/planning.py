@@ -44,8 +44,12 @@ def build_plan(
     environ: Mapping[str, str] | None = None,
     host: str | None = None,
     port: int | None = None,
+    check_plugin_installed: bool = True,
 ) -> Plan:
-    """Resolve the plan for these inputs. Raises entrypoint.errors.ConfigError when refused."""
+    """Resolve the plan for these inputs. Raises entrypoint.errors.ConfigError when refused.
+
+    check_plugin_installed=False: the plan is for another installation (sagemaker_deploy plans for the image, which
+    installs the package), so whether this Python has the engine plugin's entry point does not matter."""
     env = dict(os.environ if environ is None else environ)
     settings, settings_reasons = load_settings(
         model=model, properties=Path(properties) if properties else None, environ=env, host=host, port=port
@@ -73,5 +77,7 @@ def build_plan(
         dispatch=load_dispatch_table(env),
         context_reasons=context,
         # the plugin's entry point matters only where this Python runs the planned vLLM
-        plugin_installed=entry_point_installed() if caps.source.startswith("installed:") else None,
+        plugin_installed=(
+            entry_point_installed() if check_plugin_installed and caps.source.startswith("installed:") else None
+        ),
     )

@@ -49,8 +49,9 @@ def plan_for_instance(
     if default is not None:
         env.setdefault(DEFAULT_PROPERTIES_ENV, str(default))
     return build_plan(
-        model=model, properties=properties, gpu=gpus.gpu, num_gpus=gpus.count, vllm_version=vllm_version, environ=env
-    )
+        model=model, properties=properties, gpu=gpus.gpu, num_gpus=gpus.count, vllm_version=vllm_version, environ=env,
+        check_plugin_installed=False,  # the endpoint runs the image, which installs the package and its entry point
+    )  # fmt: skip
 
 
 def plan_json(plan: Plan, instance_type: str) -> dict[str, Any]:

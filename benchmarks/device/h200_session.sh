@@ -83,7 +83,8 @@ TEST_GPU=(bash -c 'PLUGIN_LOGITS_OUT=$OUT/plugin-logits bash scripts/test_gpu.sh
 
 queue_a() {
   local q=$1
-  step "$q" test-gpu 240 480 "${TEST_GPU[@]}"
+  # ~330 s on 2026-12-01b with two engines and a cold FlashInfer JIT; the engine test now starts three
+  step "$q" test-gpu 300 600 "${TEST_GPU[@]}"
   step "$q" e2e-qwen-plugin 420 900 env BUDGET_S=880 bash benchmarks/device/e2e.sh qwen-plugin
   step "$q" e2e-nemotron 300 600 env BUDGET_S=580 bash benchmarks/device/e2e.sh nemotron
 }

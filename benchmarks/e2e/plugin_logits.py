@@ -17,7 +17,9 @@ the first, cold, plan_vllm_kernel against the repeat — how far two identical e
 - `max_abs_dlogprob_first_steps`: over the first `--steps` decode steps, the largest |Δ logprob| of a token both
   top-20 lists hold, the engine-level form of the kernels' difference (the layer-level one is 0.015-0.022 relative,
   benchmarks/results/kernels/h200_fused_moe.csv; tests/entrypoint/moe_plugin/test_plugin_gpu.py bounds it at 0.03);
-- `top1_equal_first_steps`: whether the first `--steps` argmaxes agree; `finite`: every logprob of both rows is.
+- `top1_equal_first_steps`: whether the first `--steps` argmaxes agree; `finite`: every logprob of both rows is;
+- `decode_steps_compared`, `max_abs_dlogprob_decode`: the same restricted to decode steps (step 0 comes from the
+  prefill, where the prompt's length, not M = 1, picks the kernel) while the two contexts are still equal.
 On an engine where the plan does not turn the plugin on (the CPU engine, a shape without a table row) the two rows
 are the same engine and every difference is 0: tests/benchmarks/test_plugin_logits.py checks the script that way.
 tests/entrypoint/moe_plugin/test_plugin_engine_gpu.py runs it on the H200 (`make test-gpu`) and holds it to a bound.
@@ -52,7 +54,7 @@ ROWS = ("plan_vllm_kernel", "plan")
 REPEAT = "plan_vllm_kernel_repeat"
 PAIRS = {"plugin": ("plan", REPEAT), "control": ("plan_vllm_kernel", REPEAT)}
 COLUMNS = ("pair", "prompt", "agree_tokens", "tokens", "max_abs_dlogprob_first_steps", "top1_equal_first_steps",
-           "finite", "plugin_on")  # fmt: skip
+           "finite", "decode_steps_compared", "max_abs_dlogprob_decode", "plugin_on")  # fmt: skip
 
 
 def generate(port: int, model: str, prompts: list[list[int]], tokens: int, top: int) -> list[dict[str, Any]]:
@@ -77,15 +79,19 @@ def compare(a: dict[str, Any], b: dict[str, Any], steps: int) -> dict[str, Any]:
         if x != y:
             break
         agree += 1
-    worst, top1 = 0.0, True
-    for i in range(min(steps, agree + 1, len(a["top_logprobs"]))):
+    worst, decode_worst, top1 = 0.0, 0.0, True
+    compared = min(steps, agree + 1, len(a["top_logprobs"]))  # a step is comparable while the contexts are equal
+    for i in range(compared):
         ta, tb = a["top_logprobs"][i], b["top_logprobs"][i]
-        shared = set(ta) & set(tb)
-        worst = max([worst, *(abs(ta[t] - tb[t]) for t in shared)])
+        gap = max((abs(ta[t] - tb[t]) for t in set(ta) & set(tb)), default=0.0)
+        worst = max(worst, gap)
+        if i > 0:  # step 0's logprobs come from the prefill (M = prompt length), the later ones from M = 1 decode
+            decode_worst = max(decode_worst, gap)
         top1 = top1 and max(ta, key=ta.get) == max(tb, key=tb.get)
     finite = all(math.isfinite(v) for row in (a, b) for top in row["top_logprobs"] for v in top.values())
     return {"agree_tokens": agree, "tokens": len(a["tokens"]), "max_abs_dlogprob_first_steps": round(worst, 6),
-            "top1_equal_first_steps": top1, "finite": finite}  # fmt: skip
+            "top1_equal_first_steps": top1, "finite": finite, "decode_steps_compared": max(0, compared - 1),
+            "max_abs_dlogprob_decode": round(decode_worst, 6)}  # fmt: skip
 
 
 def run_row(

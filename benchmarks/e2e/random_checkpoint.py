@@ -36,6 +36,7 @@ FP8_MAX = 448.0
 STATIC_INPUT_AMAX = {"default": 8.0, "down_proj": 16.0}
 LOGIT_STD = 4.0
 MARKER = ".random-checkpoint"
+GENERATOR_VERSION = "1"  # bump when anything above or in make_tensors changes what is written
 # Qwen3-MoE only: its router is a Linear the fp8 config quantises (qwen3_moe.py passes quant_config to the gate);
 # other families differ there (Mixtral's gate is not quantised) and would need their own naming, checked on a GPU.
 ARCHITECTURES = {"Qwen3MoeForCausalLM": "qwen3_moe"}
@@ -122,13 +123,16 @@ def write(model: str, layers: int, dest: Path, *, seed: int = 0, device: str | N
     if not 0 < layers <= spec.num_layers(config):
         raise ValueError(f"layers={layers}: must be between 1 and the model's {spec.num_layers(config)}")
     config = {**config, "num_hidden_layers": layers}
-    stamp = json.dumps({"config": config, "seed": seed}, sort_keys=True)
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    # the device is part of it: CUDA's and the CPU's generators draw different numbers for one seed
+    stamp = json.dumps({"config": config, "seed": seed, "device": device, "version": GENERATOR_VERSION}, sort_keys=True)
     if (dest / MARKER).is_file() and (dest / MARKER).read_text() == stamp:
         return dest
     dest.mkdir(parents=True, exist_ok=True)
     (dest / MARKER).unlink(missing_ok=True)
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     save_file(make_tensors(config, layers, seed, device), str(dest / "model.safetensors"), metadata={"format": "pt"})
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()  # the engines this feeds share the GPU with this process
     (dest / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     tokenizer.write_word_tokenizer(dest, int(config["vocab_size"]), int(config.get("max_position_embeddings", 32768)))
     (dest / MARKER).write_text(stamp)

@@ -20,8 +20,12 @@ KERNEL_ENV = "MOE_SERVING_MOE_KERNEL"  # set by the resolver (entrypoint.resolve
 # How vLLM finds this plugin (pyproject.toml [project.entry-points]): installed package metadata, not a folder on
 # PYTHONPATH. A checkout run from PYTHONPATH without the package installed has none, and vLLM silently loads nothing.
 ENTRY_POINT_GROUP = "vllm.general_plugins"
-ENTRY_POINT = "moe_serving_fused_moe = entrypoint.moe_plugin:register"
-__all__ = ["ENTRY_POINT", "ENTRY_POINT_GROUP", "KERNEL_ENV", "TABLE_ENV", "entry_point_installed", "register"]
+ENTRY_POINT_NAME = "moe_serving_fused_moe"
+ENTRY_POINT = f"{ENTRY_POINT_NAME} = entrypoint.moe_plugin:register"
+# vLLM's allowlist: when set, only the general plugins it names (comma-separated) are loaded (vllm/plugins)
+PLUGINS_ENV = "VLLM_PLUGINS"
+__all__ = ["ENTRY_POINT", "ENTRY_POINT_GROUP", "ENTRY_POINT_NAME", "KERNEL_ENV", "PLUGINS_ENV", "TABLE_ENV",
+           "entry_point_installed", "register"]  # fmt: skip
 
 # A child of vLLM's logger: vLLM gives "vllm" its handler and format in every process, so these lines reach the
 # engine's log next to vLLM's own MoE lines (a logger outside that tree would drop INFO lines).

@@ -15,7 +15,7 @@ from entrypoint.config.moe import MoeKernel
 from entrypoint.config.settings import Settings
 from entrypoint.errors import ConfigError
 from entrypoint.model.types import ModelDescription
-from entrypoint.moe_plugin import ENTRY_POINT, ENTRY_POINT_GROUP, KERNEL_ENV
+from entrypoint.moe_plugin import ENTRY_POINT, ENTRY_POINT_GROUP, ENTRY_POINT_NAME, KERNEL_ENV, PLUGINS_ENV
 from entrypoint.moe_plugin.hook import CHECKED_VLLM
 from entrypoint.resolve.backends import fp8_scheme
 from entrypoint.resolve.gpu_types import GpuInventory
@@ -38,9 +38,11 @@ class KernelContext:
     # VLLM_USE_DEEP_GEMM / VLLM_MOE_USE_DEEP_GEMM=1 in the environment: vLLM then runs TritonOrDeepGemmExperts, whose
     # Triton fallback the prepare step feeds quantised input (the plugin keeps vLLM's kernel there)
     deep_gemm_forced: str | None = None
-    # whether vLLM will load the plugin (its entry point is installed with this Python); None: not checked, the plan is
+    # whether vLLM will find the plugin (its entry point is installed with this Python); None: not checked, the plan is
     # for another vLLM than the one installed here (e.g. sagemaker_deploy planning for the image)
     plugin_installed: bool | None = None
+    # VLLM_PLUGINS of the environment the engine gets (None: unset, vLLM loads every plugin it finds)
+    vllm_plugins: str | None = None
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,11 @@ def _project_row(ctx: KernelContext) -> tuple[DispatchRow | None, str]:
         return (
             None,
             f"the plugin was checked against vLLM {', '.join(v + 'x' for v in CHECKED_VLLM)}, not {ctx.vllm_version}",
+        )
+    if ctx.vllm_plugins is not None and ENTRY_POINT_NAME not in ctx.vllm_plugins.split(","):
+        return None, (
+            f"{PLUGINS_ENV}={ctx.vllm_plugins!r} lets vLLM load only the plugins it names, not {ENTRY_POINT_NAME} "
+            "(add it to the list)"
         )
     if ctx.plugin_installed is False:
         return None, (

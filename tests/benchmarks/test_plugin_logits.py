@@ -24,10 +24,14 @@ def test_compare_counts_the_shared_prefix_and_the_largest_logprob_gap_of_shared_
     b = logprobs(["x", "y", "k"], [{"x": -0.15, "q": -2.5}, {"y": -0.2}, {"k": -0.1, "z": -0.4}])
     got = compare(a, b, steps=2)
     assert got == {"agree_tokens": 2, "tokens": 3, "max_abs_dlogprob_first_steps": 0.5, "top1_equal_first_steps": True,
-                   "finite": True}  # fmt: skip
+                   "finite": True, "decode_steps_compared": 1, "max_abs_dlogprob_decode": 0.0}  # fmt: skip
+    # step 0 (the prefill's) differs by 0.5, step 1 (a decode step) by 0; step 2 follows different contexts
     assert compare(a, b, steps=3)["top1_equal_first_steps"] is False  # step 3: z against k
     assert compare(a, a, steps=3) == {"agree_tokens": 3, "tokens": 3, "max_abs_dlogprob_first_steps": 0.0,
-                                      "top1_equal_first_steps": True, "finite": True}  # fmt: skip
+                                      "top1_equal_first_steps": True, "finite": True, "decode_steps_compared": 2,
+                                      "max_abs_dlogprob_decode": 0.0}  # fmt: skip
+    parted = logprobs(["k", "y", "z"], [{"x": -0.2}, {"y": -5.0}, {"z": -0.3}])
+    assert compare(a, parted, steps=3)["decode_steps_compared"] == 0  # parted at once: no decode step to compare
     broken = logprobs(["x", "y", "z"], [{"x": float("nan")}, {"y": -0.2}, {"z": -0.3}])
     assert compare(a, broken, steps=1)["finite"] is False  # a NaN would hide from the max |Δ|
 

@@ -158,3 +158,18 @@ def test_the_entry_point_check_finds_the_installed_package_and_misses_a_bare_che
     done = subprocess.run([sys.executable, "-S", "-c", probe], env=env, cwd=tmp_path, capture_output=True, text=True,
                           timeout=60)  # fmt: skip
     assert done.stdout.strip() == "False", done.stderr
+
+
+@pytest.mark.parametrize(
+    ("plugins", "kernel"),
+    [("lora_filesystem_resolver", MoeKernel.VLLM), ("", MoeKernel.VLLM),
+     ("lora_filesystem_resolver,moe_serving_fused_moe", MoeKernel.PROJECT)],
+)  # fmt: skip
+def test_a_vllm_plugins_allowlist_without_ours_keeps_vllms_kernel(plugins, kernel):
+    # vLLM loads only the general plugins VLLM_PLUGINS names when it is set (vllm/plugins/__init__.py)
+    gpus = simulate_gpus("H200")
+    environ = {"VLLM_PLUGINS": plugins}
+    plan = resolve(settings(), described("native fp8 static"), gpus, CAPS, dispatch=TABLE, environ=environ)
+    assert plan.moe_kernel is kernel
+    if kernel is MoeKernel.VLLM:
+        assert any(f"VLLM_PLUGINS='{plugins}' lets vLLM load only the plugins it names" in r for r in plan.reasons)
