@@ -79,3 +79,39 @@ def test_the_patched_experts_match_vllms_kernel(shape: str, m: int, monkeypatch:
     else:
         assert calls == []
         assert torch.equal(mine, plain)
+
+
+@pytest.mark.parametrize("shape", ["qwen3-30b-a3b:tp1", "deepseek-v3:tp8"])
+def test_the_patched_experts_replay_under_a_cuda_graph_as_vllm_captures_them(shape: str) -> None:
+    """vLLM runs each capture size eagerly, warms it up on a side stream, then captures it; every replay must give
+    the eager result again, the output rewritten whole (it is zeroed before each replay) and the fix-up counters
+    left at 0 by the kernels themselves (ops/fused_moe_fp8.py), so two replays in a row agree."""
+    from vllm.model_executor.layers.fused_moe.experts.triton_moe import TritonExperts
+
+    s = shape_by_key(shape)
+    table = DispatchTable.load(table_path(os.environ))
+    case = triton_experts(
+        1, s.e, s.topk, s.h, s.n, scales="block-dynamic" if s.model.block_fp8 else "tensor-static",
+        gated=s.model.gated, device="cuda",
+    )  # fmt: skip
+    patched = type("PatchedTritonExperts", (TritonExperts,), {})
+    patch(patched, table, logging.getLogger("test.moe_plugin"))
+    case.experts.__class__ = patched
+    row = table.row(layer_key(case.experts))
+    if row is None or not row.uses_project_kernel(1, "silu"):
+        assert os.environ.get(TABLE_ENV), f"the shipped table sends M = 1 of {shape} to our kernel"
+        pytest.skip(f"{os.environ.get(TABLE_ENV)} keeps vLLM's kernel at M = 1 for {shape}")
+    eager = case.apply(patched).float()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        case.apply(patched)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = case.apply(patched)
+    for replay in range(2):
+        captured.zero_()
+        graph.replay()
+        torch.cuda.synchronize()
+        assert rel_err(captured.float(), eager) < 1e-3, f"replay {replay}"
