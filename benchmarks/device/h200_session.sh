@@ -157,6 +157,11 @@ start() {
     echo "h200_session: a run is in progress under $RUN_DIR (FORCE=1 restarts it); collecting instead" >&2
     return 0
   fi
+  # vLLM loads the engine plugin from package metadata only (benchmarks/device/register_entry_points.py); first, so
+  # a failure leaves no half-started run behind
+  if [ "${DRY_RUN:-0}" != 1 ]; then
+    PYTHONPATH="$HERE" python3 -m benchmarks.device.register_entry_points "$SITE" || return 1
+  fi
   rm -rf "$RUN_DIR"
   mkdir -p "$RUN_DIR"
   echo $(($(date +%s) + DEADLINE_S)) >"$RUN_DIR/deadline"
@@ -168,8 +173,6 @@ start() {
   tar -C "$HERE" --exclude=./.git --exclude=./.offline --exclude=./.whl --exclude=./.venv --exclude=./build \
     --exclude=./.artifacts -cf - . | tar -C "$RUN_DIR/repo" -xf - || exit 1
   export PYTHONPATH="$SITE:$RUN_DIR/repo${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-  # vLLM loads the engine plugin from package metadata only (benchmarks/device/register_entry_points.py)
-  if [ "${DRY_RUN:-0}" != 1 ]; then python3 -m benchmarks.device.register_entry_points "$SITE" || return 1; fi
   export WORKERS=${WORKERS:-$(($(nproc) / 4 > 1 ? $(nproc) / 4 : 1))}
   if [ "$PLAN" = x8 ]; then
     if ((gpus >= 8)); then
