@@ -95,25 +95,32 @@ def launches(case: tuple[Any, ...], config: Any = None) -> list[tuple[Any, tuple
     return calls
 
 
-def compile_all(with_candidates: bool = False) -> dict[str, Any]:
-    """Compile every launch of CASES (and optionally every candidate config) for sm_90."""
+def _compile_for_sm90(runs: list[tuple[tuple[Any, ...], Any]]) -> int:
+    """Warm up every launch of each (case, config) under the GPU-less sm_90 driver; how many launches compiled."""
     from triton.runtime.driver import driver
 
     from kernels.aot import Sm90Driver
-    from ops import fused_moe_fp8 as F
 
     driver.set_active(Sm90Driver())
-    compiled, t0 = 0, time.perf_counter()
+    compiled = 0
+    for case, config in runs:
+        for kernel, grid, args, kwargs in launches(case, config):
+            kernel.warmup(*args, grid=grid, **kwargs)
+            compiled += 1
+    return compiled
+
+
+def compile_all(with_candidates: bool = False) -> dict[str, Any]:
+    """Compile every launch of CASES (and optionally every candidate config) for sm_90."""
+    from ops import fused_moe_fp8 as F
+
+    runs: list[tuple[tuple[Any, ...], Any]] = []
     for case in CASES:
         _, t, e, k, h, inter, *_ = case
-        configs: list[Any] = [None]
-        if with_candidates:
-            configs += F.candidate_configs(t, e, k, h, inter)
-        for cfg in configs:
-            for kernel, grid, args, kwargs in launches(case, cfg):
-                kernel.warmup(*args, grid=grid, **kwargs)
-                compiled += 1
-    return {"launches": compiled, "seconds": round(time.perf_counter() - t0, 1)}
+        configs = [None, *(F.candidate_configs(t, e, k, h, inter) if with_candidates else ())]
+        runs += [(case, cfg) for cfg in configs]
+    t0 = time.perf_counter()
+    return {"launches": _compile_for_sm90(runs), "seconds": round(time.perf_counter() - t0, 1)}
 
 
 def table_cases(table: DispatchTable, shapes: set[str] | None = None) -> list[tuple[Any, ...]]:
@@ -134,16 +141,8 @@ def table_cases(table: DispatchTable, shapes: set[str] | None = None) -> list[tu
 def bake(cache_dir: Path, table: DispatchTable, shapes: set[str] | None = None) -> dict[str, Any]:
     """Compile every launch of `table_cases` into the Triton cache at cache_dir (its path as the image runs it)."""
     os.environ["TRITON_CACHE_DIR"] = str(cache_dir)  # read by Triton's cache manager at each compile
-    from triton.runtime.driver import driver
-
-    from kernels.aot import Sm90Driver
-
-    driver.set_active(Sm90Driver())
-    cases, compiled, t0 = table_cases(table, shapes), 0, time.perf_counter()
-    for case in cases:
-        for kernel, grid, args, kwargs in launches(case):
-            kernel.warmup(*args, grid=grid, **kwargs)
-            compiled += 1
+    cases, t0 = table_cases(table, shapes), time.perf_counter()
+    compiled = _compile_for_sm90([(case, None) for case in cases])  # None: default_config, as the plugin runs it
     return {"cases": len(cases), "launches": compiled, "seconds": round(time.perf_counter() - t0, 1)}
 
 

@@ -25,6 +25,10 @@ from tools.compile_counter import CompileCounter
 KERNELS = ("moe_gemm1_kernel", "moe_gemm2_kernel", "moe_sum_kernel")
 
 
+def _ours(book: dict[str, int]) -> int:
+    return sum(book.get(name, 0) for name in KERNELS)
+
+
 def check(cache_dir: Path, table: DispatchTable, shapes: set[str] | None) -> dict[str, object]:
     os.environ["TRITON_CACHE_DIR"] = str(cache_dir.resolve())  # before Triton's cache manager first looks
     import torch
@@ -38,20 +42,20 @@ def check(cache_dir: Path, table: DispatchTable, shapes: set[str] | None) -> dic
     t0 = time.perf_counter()
     with CompileCounter() as counter:
         for name, m, e, k, h, inter, scales, static, gated, dtype in cases:
-            before = sum(counter.misses.get(n, 0) for n in KERNELS)
+            before = _ours(counter.misses)
             args, kwargs = fused_moe_problem(
                 m, e, k, h, inter, scales=scales, static=static, dtype=dtype, gated=gated, device="cuda"
             )
             fused_moe_fp8(*args, **kwargs, out=torch.empty_like(args[0]))
             torch.cuda.synchronize()
-            per_case[name] = sum(counter.misses.get(n, 0) for n in KERNELS) - before
+            per_case[name] = _ours(counter.misses) - before
             del args, kwargs
             torch.cuda.empty_cache()
     return {
         "cache_dir": str(cache_dir),
         "cases": len(cases),
-        "jit_compiles": sum(counter.misses.get(n, 0) for n in KERNELS),
-        "cache_loads": sum(counter.hits.get(n, 0) for n in KERNELS),
+        "jit_compiles": _ours(counter.misses),
+        "cache_loads": _ours(counter.hits),
         "other_compiles": {n: v for n, v in counter.misses.items() if n not in KERNELS},
         "jit_per_case": per_case,
         "seconds": round(time.perf_counter() - t0, 1),

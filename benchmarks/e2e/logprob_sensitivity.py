@@ -98,10 +98,13 @@ class Model:
 
 
 def worst_top20_gap(a: torch.Tensor, b: torch.Tensor, last: int = 8) -> float:
+    def top20(row: torch.Tensor) -> dict[int, float]:
+        best = row.topk(20)
+        return dict(zip(best.indices.tolist(), best.values.tolist(), strict=True))
+
     worst = 0.0
     for t in range(TOKENS - last, TOKENS):
-        ta = dict(zip(a[t].topk(20).indices.tolist(), a[t].topk(20).values.tolist(), strict=True))
-        tb = dict(zip(b[t].topk(20).indices.tolist(), b[t].topk(20).values.tolist(), strict=True))
+        ta, tb = top20(a[t]), top20(b[t])
         worst = max([worst, *(abs(ta[i] - tb[i]) for i in set(ta) & set(tb))])
     return round(worst, 3)
 

@@ -21,7 +21,8 @@ KERNEL_ENV = "MOE_SERVING_MOE_KERNEL"  # set by the resolver (entrypoint.resolve
 # PYTHONPATH. A checkout run from PYTHONPATH without the package installed has none, and vLLM silently loads nothing.
 ENTRY_POINT_GROUP = "vllm.general_plugins"
 ENTRY_POINT_NAME = "moe_serving_fused_moe"
-ENTRY_POINT = f"{ENTRY_POINT_NAME} = entrypoint.moe_plugin:register"
+ENTRY_POINT_TARGET = "entrypoint.moe_plugin:register"
+ENTRY_POINT = f"{ENTRY_POINT_NAME} = {ENTRY_POINT_TARGET}"
 # vLLM's allowlist: when set, only the general plugins it names (comma-separated) are loaded (vllm/plugins)
 PLUGINS_ENV = "VLLM_PLUGINS"
 __all__ = ["ENTRY_POINT", "ENTRY_POINT_GROUP", "ENTRY_POINT_NAME", "KERNEL_ENV", "PLUGINS_ENV", "TABLE_ENV",
@@ -34,8 +35,8 @@ logger = logging.getLogger("vllm.moe_serving_plugin")
 
 def entry_point_installed() -> bool:
     """Whether vLLM, started by this Python, will find and call `register` (the lookup vLLM's plugin loader does)."""
-    name, value = (part.strip() for part in ENTRY_POINT.split("="))
-    return any(ep.name == name and ep.value == value for ep in entry_points(group=ENTRY_POINT_GROUP))
+    found = entry_points(group=ENTRY_POINT_GROUP)
+    return any(ep.name == ENTRY_POINT_NAME and ep.value == ENTRY_POINT_TARGET for ep in found)
 
 
 def register() -> None:

@@ -31,6 +31,24 @@ def _cases() -> list[str]:
     return ["qwen3-30b-a3b:tp1", "nemotron-3-nano-30b-a3b:tp1", "deepseek-v3:tp8", "llama-4-maverick:tp8"]
 
 
+def _experts_case(shape: str, m: int):  # -> vllm_experts.ExpertsCase
+    s = shape_by_key(shape)
+    return triton_experts(
+        m, s.e, s.topk, s.h, s.n, scales="block-dynamic" if s.model.block_fp8 else "tensor-static",
+        gated=s.model.gated, device="cuda",
+    )  # fmt: skip
+
+
+def _patch_into(case, table: DispatchTable) -> type:
+    """A patched subclass of vLLM's TritonExperts (the plugin's patch, as the engine gets it), set on case.experts."""
+    from vllm.model_executor.layers.fused_moe.experts.triton_moe import TritonExperts
+
+    patched = type("PatchedTritonExperts", (TritonExperts,), {})
+    patch(patched, table, logging.getLogger("test.moe_plugin"))
+    case.experts.__class__ = patched
+    return patched
+
+
 @pytest.mark.parametrize("shape", _cases())
 @pytest.mark.parametrize("m", [1, 2, 8, 64])
 def test_the_patched_experts_match_vllms_kernel(shape: str, m: int, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -42,10 +60,7 @@ def test_the_patched_experts_match_vllms_kernel(shape: str, m: int, monkeypatch:
     s = shape_by_key(shape)
     named = os.environ.get(TABLE_ENV)  # the device script passes the table its own bench run just made
     table = DispatchTable.load(table_path(os.environ))
-    case = triton_experts(
-        m, s.e, s.topk, s.h, s.n, scales="block-dynamic" if s.model.block_fp8 else "tensor-static",
-        gated=s.model.gated, device="cuda",
-    )  # fmt: skip
+    case = _experts_case(shape, m)
     on_input = s.model.router_weight_on_input  # Llama-4: top-1, the router weight scales the input first
     if on_input:
         case.topk_weights = torch.rand_like(case.topk_weights) * 0.5 + 0.25
@@ -54,9 +69,7 @@ def test_the_patched_experts_match_vllms_kernel(shape: str, m: int, monkeypatch:
     xq, xs = moe_kernel_quantize_input(case.hidden, ex.a1_scale, ex.quant_dtype, ex.per_act_token_quant, ex.block_shape)
     plain = case.apply(TritonExperts, hidden_states=xq, a1q_scale=xs, apply_router_weight_on_input=on_input).float()
 
-    patched = type("PatchedTritonExperts", (TritonExperts,), {})
-    patch(patched, table, logging.getLogger("test.moe_plugin"))
-    ex.__class__ = patched
+    patched = _patch_into(case, table)
     row = table.row(layer_key(ex))
     if row is None:
         assert named, f"the shipped table has no row for {shape}"
@@ -86,17 +99,9 @@ def test_the_patched_experts_replay_under_a_cuda_graph_as_vllm_captures_them(sha
     """vLLM runs each capture size eagerly, warms it up on a side stream, then captures it; every replay must give
     the eager result again, the output rewritten whole (it is zeroed before each replay) and the fix-up counters
     left at 0 by the kernels themselves (ops/fused_moe_fp8.py), so two replays in a row agree."""
-    from vllm.model_executor.layers.fused_moe.experts.triton_moe import TritonExperts
-
-    s = shape_by_key(shape)
     table = DispatchTable.load(table_path(os.environ))
-    case = triton_experts(
-        1, s.e, s.topk, s.h, s.n, scales="block-dynamic" if s.model.block_fp8 else "tensor-static",
-        gated=s.model.gated, device="cuda",
-    )  # fmt: skip
-    patched = type("PatchedTritonExperts", (TritonExperts,), {})
-    patch(patched, table, logging.getLogger("test.moe_plugin"))
-    case.experts.__class__ = patched
+    case = _experts_case(shape, 1)
+    patched = _patch_into(case, table)
     row = table.row(layer_key(case.experts))
     if row is None or not row.uses_project_kernel(1, "silu"):
         assert os.environ.get(TABLE_ENV), f"the shipped table sends M = 1 of {shape} to our kernel"

@@ -139,25 +139,11 @@ def test_without_the_plugins_entry_point_auto_keeps_vllms_kernel_and_project_is_
 
 
 def test_the_entry_point_check_finds_the_installed_package_and_misses_a_bare_checkout(tmp_path: Path):
-    import subprocess
-    import sys
-
     from entrypoint.moe_plugin import entry_point_installed
-    from tests.conftest_paths import REPO
+    from tests.bare_checkout import bare_checkout, entry_point_seen
 
     assert entry_point_installed()  # the venv installs the package (make venv), as the image does
-    # A Python that sees the code only through PYTHONPATH, without the package metadata: the H200 device's case (its
-    # copy of the checkout has no git-ignored moe_serving.egg-info, which a local `pip install -e .` leaves at the root)
-    bare = tmp_path / "checkout"
-    bare.mkdir()
-    for package in ("entrypoint", "kernels"):
-        (bare / package).symlink_to(REPO / package)
-    probe = "import sys; sys.path[:] = [p for p in sys.path if 'site-packages' not in p]; " \
-            "from entrypoint.moe_plugin import entry_point_installed; print(entry_point_installed())"  # fmt: skip
-    env = {"PYTHONPATH": str(bare), "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, "-S", "-c", probe], env=env, cwd=tmp_path, capture_output=True, text=True,
-                          timeout=60)  # fmt: skip
-    assert done.stdout.strip() == "False", done.stderr
+    assert entry_point_seen([bare_checkout(tmp_path)], tmp_path) == "False"
 
 
 @pytest.mark.parametrize(
