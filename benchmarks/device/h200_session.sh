@@ -11,8 +11,8 @@
 # Queue A (GPU 0) and queue B (GPU 1) run side by side; on a one-GPU machine A then B run on GPU 0 in one
 # queue. Each step starts only when its minimum time is left before the deadline (DEADLINE_S after `start`,
 # default 1500 s) and is cut at the deadline, so a short lease still returns the first steps of each queue.
-#   A: make test-gpu (incl. the plugin in the served engine, plugin on / off on one random FP8 checkpoint) → e2e
-#      qwen-plugin (issue 15: plan / plan without our kernel / LMI-equivalent / auto) → e2e nemotron (served)
+#   A: e2e qwen-plugin (issue 15: plan / plan without our kernel / LMI-equivalent / auto) → make test-gpu (incl. the
+#      plugin in the served engine, plugin on / off on one random FP8 checkpoint) → e2e nemotron (served)
 #   B: own kernels bench (→ dispatch table from its CSV) → e2e mixtral (served) → qwen-start (plan's start from
 #      empty / warm / copied / baked caches, bake made here)
 # PLAN=x8: one queue X on all 8 GPUs, the e2e.sh x8-* phases in priority order (docs/h200-runbook.md "8 × H200"):
@@ -73,8 +73,8 @@ step() {  # step QUEUE NAME MIN_S MAX_S CMD... : run CMD if MIN_S are left, cut 
 }
 
 # Order = what each issue can least do without, cheap decisive steps first (a short lease returns those).
-# Issue 15 leads: `make test-gpu` (our kernels, the plugin's layer tests, and the plugin inside the served engine on a
-# random FP8 checkpoint), then the issue's end-to-end rows on Qwen3; issue 14's Nemotron / Mixtral rows and the baked
+# Issue 15 leads: its end-to-end rows on Qwen3, then `make test-gpu` (our kernels, the plugin's layer tests, and the
+# plugin inside the served engine on a random FP8 checkpoint); issue 14's Nemotron / Mixtral rows and the baked
 # start follow. On one GPU the queues run A then B.
 # `make test-gpu`'s script (a command, not a function: `timeout` runs it); the engine test's CSV and server logs land
 # in the step's folder
@@ -83,9 +83,11 @@ TEST_GPU=(bash -c 'PLUGIN_LOGITS_OUT=$OUT/plugin-logits bash scripts/test_gpu.sh
 
 queue_a() {
   local q=$1
-  # ~330 s on 2026-12-01b with two engines and a cold FlashInfer JIT; the engine test now starts three
-  step "$q" test-gpu 300 600 "${TEST_GPU[@]}"
+  # The issue's headline rows first (833 s on 2026-12-01b, its plan row first: it shows at once whether the engine
+  # loaded the plugin), then make test-gpu (~330 s there with a cold FlashInfer JIT; the two share WORK_DIR, so the
+  # JIT is paid once; the engine test now starts three small engines)
   step "$q" e2e-qwen-plugin 420 900 env BUDGET_S=880 bash benchmarks/device/e2e.sh qwen-plugin
+  step "$q" test-gpu 300 600 "${TEST_GPU[@]}"
   step "$q" e2e-nemotron 300 600 env BUDGET_S=580 bash benchmarks/device/e2e.sh nemotron
 }
 

@@ -18,7 +18,7 @@ import pytest
 from tests.conftest_paths import REPO
 
 SCRIPT = REPO / "benchmarks" / "device" / "h200_session.sh"
-QUEUE_A = ["test-gpu", "e2e-qwen-plugin", "e2e-nemotron"]
+QUEUE_A = ["e2e-qwen-plugin", "test-gpu", "e2e-nemotron"]
 QUEUE_B = ["own-kernels", "e2e-mixtral", "qwen-start"]
 
 

@@ -7,6 +7,9 @@ interpreter), code for code against PyTorch on bf16 rows whose quotients hit fp8
 
 from __future__ import annotations
 
+import random
+from fractions import Fraction
+
 import pytest
 import torch
 import triton
@@ -60,3 +63,89 @@ def test_triton_helpers_match_pytorch_code_for_code():
     assert torch.equal(s, ref_s)
     ref_q = quantize_fp8(x, ref_s.double()[:, None]).to(FP8)
     assert torch.equal(q.view(torch.uint8), ref_q.view(torch.uint8))
+
+
+# Exact emulation of the refinement step (ops.fp8_quant._reciprocal and _divide) in rationals: each fused
+# multiply-add is one rounding of the exact value, which float64 cannot always hold (a 24-bit value plus a 48-bit
+# product can need ~70 bits).
+def _rn32(v: Fraction) -> float:
+    """v rounded to the nearest float32, ties to even (normal range)."""
+    if v == 0:
+        return 0.0
+    sign, v = (-1 if v < 0 else 1), abs(v)
+    e = v.numerator.bit_length() - v.denominator.bit_length()
+    e += 1 if Fraction(2) ** e <= v / 2 else 0
+    e -= 1 if Fraction(2) ** e > v else 0
+    scaled = v / Fraction(2) ** (e - 23)
+    n, rest = divmod(scaled.numerator, scaled.denominator)
+    if 2 * rest > scaled.denominator or (2 * rest == scaled.denominator and n % 2):
+        n += 1
+    return sign * float(n * Fraction(2) ** (e - 23))
+
+
+def _fma(a: float, b: float, c: float) -> float:
+    return _rn32(Fraction(a) * Fraction(b) + Fraction(c))
+
+
+def _ulps_off(v: float, ulps: int) -> float:
+    return torch.tensor([v]).view(torch.int32).add(ulps).view(torch.float32).item()
+
+
+def _refined(d: float, inv: float) -> float:
+    return _fma(inv, _fma(-d, inv, 1.0), inv)
+
+
+def _divided(x: float, d: float, inv: float) -> float:
+    q0 = _rn32(Fraction(x) * Fraction(inv))
+    return _fma(_fma(-q0, d, x), inv, q0)
+
+
+def test_refining_the_reciprocal_once_lands_on_the_correctly_rounded_one():
+    rng = random.Random(7)
+    misses = 0
+    for _ in range(1500):
+        d = _rn32(Fraction(rng.uniform(1e-4, 10.0)) / 448)  # a per-tensor or per-row scale
+        exact = _rn32(1 / Fraction(d))
+        for ulps in (-2, -1, 1, 2):
+            misses += _refined(d, _ulps_off(exact, ulps)) != exact
+    assert misses == 0
+
+
+def test_the_known_fp32_tie_miss_is_gone_with_the_refined_reciprocal():
+    # fp32 x / scale = 184 − 56/7340033 rounds to 184.0 in fp32 (what PyTorch's x / scale gives), a tie between the
+    # fp8 codes 176 and 192 (→ 192); from a reciprocal 1 or 2 ulp low the correction alone gives 183.99998 (→ 176)
+    x, d = _rn32(Fraction("1.2578126")), _rn32(Fraction("0.0068359384"))
+    torch_quotient = torch.tensor([x]) / torch.tensor([d])
+    assert torch_quotient.item() == 184.0
+    exact = _rn32(1 / Fraction(d))
+    for ulps in (-2, -1):
+        inv = _ulps_off(exact, ulps)
+        assert _divided(x, d, inv) != 184.0  # the control: the miss the refinement is for
+        assert _divided(x, d, _refined(d, inv)) == 184.0
+    for ulps in (-2, -1, 0, 1, 2):
+        assert _divided(x, d, _refined(d, _ulps_off(exact, ulps))) == 184.0
+
+
+@triton.jit
+def _quant_static_kernel(x_ptr, s_ptr, q_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(q_ptr + offs, quantize(tl.load(x_ptr + offs), tl.load(s_ptr)))
+
+
+def test_the_triton_quantize_rounds_the_known_fp32_tie_like_pytorch():
+    # On the GPU this runs the approximate 1.0 / scale and the refinement; the CPU interpreter divides exactly
+    x = torch.full((16,), 1.2578126, dtype=torch.float32, device=DEVICE)
+    s = torch.tensor([0.0068359384], dtype=torch.float32, device=DEVICE)
+    q = torch.empty(16, device=DEVICE, dtype=FP8)
+    _quant_static_kernel[(1,)](x, s, q, N=16)
+    expected = (x / s).to(FP8)
+    assert expected.float()[0].item() == 192.0
+    assert torch.equal(q.view(torch.uint8), expected.view(torch.uint8))
+
+
+@pytest.mark.gpu
+def test_the_quantisation_helpers_on_the_gpu():
+    """`make test-gpu` selects gpu tests only: the two helper checks above, with the GPU's approximate 1.0 / scale
+    (whether this scale's reciprocal comes out low there is the GPU's business: the check holds either way)."""
+    test_triton_helpers_match_pytorch_code_for_code()
+    test_the_triton_quantize_rounds_the_known_fp32_tie_like_pytorch()
