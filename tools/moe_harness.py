@@ -113,14 +113,19 @@ def random_scales(shape: KernelShape, device: str = "cuda") -> dict[str, Any]:
     )
 
 
-def random_routings(shape: KernelShape, m: int, count: int, seed: int = 1, device: str = "cuda") -> Batch:
-    """``count`` (hidden (M,H) bf16, topk_weights (M,k) f32, topk_ids (M,k) int32) uniform routings."""
+def random_routings(
+    shape: KernelShape, m: int, count: int, seed: int = 1, device: str = "cuda", shared: bool = False
+) -> Batch:
+    """``count`` (hidden (M,H) bf16, topk_weights (M,k) f32, topk_ids (M,k) int32) uniform routings; ``shared``:
+    every token of a routing picks the first token's experts (the other extreme of what a served batch does)."""
     s = shape
     gen = torch.Generator(device=device).manual_seed(seed)
     out = []
     for _ in range(count):
         x = torch.randn(m, s.h, device=device, dtype=torch.bfloat16, generator=gen)
         ids = torch.rand(m, s.e, device=device, generator=gen).topk(s.topk, dim=1).indices.to(torch.int32)
+        if shared:
+            ids = ids[:1].expand(m, -1)
         w = torch.rand(m, s.topk, device=device, generator=gen)
         out.append((x, (w / w.sum(dim=1, keepdim=True)).contiguous(), ids.contiguous()))
     return out
