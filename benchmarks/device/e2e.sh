@@ -4,7 +4,8 @@
 # (benchmarks/e2e/served.py): torch.compile and CUDA graphs as vLLM defaults them, measured over HTTP.
 #
 # usage (repo root, on the GPU host):  bash benchmarks/device/e2e.sh [PHASE]
-#   PHASE  qwen (default) | qwen-start | nemotron | mixtral | control | fi-diag | all   (see docs/e2e-bench.md)
+#   PHASE  qwen (default) | qwen-start | qwen-plugin | qwen-attention | plugin-logits | nemotron | mixtral | control |
+#          fi-diag | all   (see docs/e2e-bench.md)
 #          8 x H200 (issue 16; docs/h200-runbook.md "8 × H200"): x8-qwen235-tp8 | x8-qwen235-tp8-start |
 #          x8-deepseek-tp8ep8 | x8-deepseek-tp8 | x8-qwen235-tp4 | x8-mixtral8x22-tp4 | x8-maverick-tp8 |
 #          x8-qwen235-block-tp8ep8: plan vs vLLM auto, conc 1/8/64/128 at 512 in / 256 out + a 4096-token row,
@@ -96,6 +97,12 @@ case "$PHASE" in
              ARGS=(--models qwen3-30b-a3b-fp8-static --backends plan,plan_vllm_kernel,triton,auto --conc 1,2,4,8,64
                    --long-conc 1) ;;
   plugin-logits) ARGS=() ;;  # below: benchmarks.e2e.plugin_logits, not the harness
+  qwen-attention) # issue 15 item 5: the plan (our kernel included) with another attention backend, as a user sets it
+             # (option.attention_backend, validated against vLLM's list like every engine option); the default (FA3
+             # on the H200) is qwen-plugin's plan row of the same lease. One harness run per backend in ATTN_BACKENDS
+             # (default TRITON_ATTN; FLASHINFER without network first tries to download cubins, then JIT-compiles for
+             # minutes: 225 s seen), each in its own folder under OUT, sharing the work dir and its FlashInfer JIT
+             ARGS=(--models qwen3-30b-a3b-fp8-static --backends plan --conc 1,2,4,8,64 --long-conc 1) ;;
   nemotron)  ARGS=(--models nemotron-3-nano-30b-a3b-fp8 "${SERVED[@]}") ;;
   mixtral)   ARGS=(--models mixtral-8x7b-fp8-static "${SERVED[@]}" --timeout mixtral-8x7b-fp8-static:auto=360) ;;
   control)   ARGS=(--models qwen3-30b-a3b-fp8-block --backends auto,triton_tuned,plan,flashinfer_cutlass
@@ -110,7 +117,8 @@ case "$PHASE" in
                    --backends auto,triton,triton_tuned,plan,flashinfer_cutlass --conc 1,8,16,32,64
                    --warm-restart triton) ;;
   x8-*)      ARGS=() ;;  # below
-  *) echo "e2e.sh: unknown phase '$PHASE'; accepted: qwen qwen-start qwen-plugin plugin-logits nemotron mixtral" \
+  *) echo "e2e.sh: unknown phase '$PHASE'; accepted: qwen qwen-start qwen-plugin qwen-attention plugin-logits" \
+          "nemotron mixtral" \
           "control fi-diag all x8-..." >&2
      exit 2 ;;
 esac
@@ -170,6 +178,20 @@ if [ "$PHASE" = plugin-logits ]; then
 fi
 if [ "${DRY_RUN:-0}" = 1 ]; then : >"$LOG"
 else nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>&1 | tee "$LOG"
+fi
+if [ "$PHASE" = qwen-attention ]; then
+  read -ra ATTN <<<"${ATTN_BACKENDS:-TRITON_ATTN}"
+  rc=0 runs_left=${#ATTN[@]}
+  for backend in "${ATTN[@]}"; do
+    share=$(((BUDGET_S - SECONDS) / runs_left))  # what is left, split over the runs still to start
+    runs_left=$((runs_left - 1))
+    mkdir -p "$OUT/$backend"
+    python3 -m benchmarks.e2e run "${COMMON[@]}" --out-dir "$OUT/$backend" --budget-s "$share" "${ARGS[@]}" \
+      --option "attention_backend=$backend" "${DRY[@]}" 2>&1 | tee -a "$LOG"
+    ((PIPESTATUS[0] == 0)) || rc=1
+  done
+  echo "e2e.sh: phase $PHASE finished rc=$rc; one folder per attention backend in $OUT: ${ATTN[*]}"
+  exit "$rc"
 fi
 python3 -m benchmarks.e2e run "${COMMON[@]}" "${ARGS[@]}" "${DRY[@]}" 2>&1 | tee -a "$LOG"
 rc=${PIPESTATUS[0]}

@@ -11,8 +11,9 @@
 # Queue A (GPU 0) and queue B (GPU 1) run side by side; on a one-GPU machine A then B run on GPU 0 in one
 # queue. Each step starts only when its minimum time is left before the deadline (DEADLINE_S after `start`,
 # default 1500 s) and is cut at the deadline, so a short lease still returns the first steps of each queue.
-#   A: e2e qwen-plugin (issue 15: plan / plan without our kernel / LMI-equivalent / auto) → make test-gpu (incl. the
-#      plugin in the served engine, plugin on / off on one random FP8 checkpoint) → e2e nemotron (served)
+#   A: e2e qwen-plugin (issue 15: plan / plan without our kernel / LMI-equivalent / auto) → e2e qwen-attention (the
+#      plan with TRITON_ATTN) → make test-gpu (incl. the plugin in the served engine, plugin on / off on one random
+#      FP8 checkpoint) → e2e nemotron (served)
 #   B: own kernels bench (→ dispatch table from its CSV) → e2e mixtral (served) → qwen-start (plan's start from
 #      empty / warm / copied / baked caches, bake made here)
 # PLAN=x8: one queue X on all 8 GPUs, the e2e.sh x8-* phases in priority order (docs/h200-runbook.md "8 × H200"):
@@ -86,7 +87,10 @@ queue_a() {
   # The issue's headline rows first (833 s on 2026-12-01b, its plan row first: it shows at once whether the engine
   # loaded the plugin), then make test-gpu (~330 s there with a cold FlashInfer JIT; the two share WORK_DIR, so the
   # JIT is paid once; the engine test now starts three small engines)
-  step "$q" e2e-qwen-plugin 420 900 env BUDGET_S=880 bash benchmarks/device/e2e.sh qwen-plugin
+  # 738 s on 2026-12-01c with its fourth engine (auto, ~180 s) cut at an 870 s budget: 980 fits all four
+  step "$q" e2e-qwen-plugin 420 1000 env BUDGET_S=980 bash benchmarks/device/e2e.sh qwen-plugin
+  # issue 15 item 5: the plan with TRITON_ATTN (one engine); FA3 is the plan row of the step before
+  step "$q" e2e-qwen-attention 300 450 env BUDGET_S=430 bash benchmarks/device/e2e.sh qwen-attention
   step "$q" test-gpu 300 600 "${TEST_GPU[@]}"
   step "$q" e2e-nemotron 300 600 env BUDGET_S=580 bash benchmarks/device/e2e.sh nemotron
 }

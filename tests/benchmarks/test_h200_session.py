@@ -18,7 +18,7 @@ import pytest
 from tests.conftest_paths import REPO
 
 SCRIPT = REPO / "benchmarks" / "device" / "h200_session.sh"
-QUEUE_A = ["e2e-qwen-plugin", "test-gpu", "e2e-nemotron"]
+QUEUE_A = ["e2e-qwen-plugin", "e2e-qwen-attention", "test-gpu", "e2e-nemotron"]
 QUEUE_B = ["own-kernels", "e2e-mixtral", "qwen-start"]
 
 
@@ -173,7 +173,7 @@ PHASE_SPLITS = {
 }  # fmt: skip
 
 
-def _phase(tmp_path: Path, phase: str, gpus: int) -> subprocess.CompletedProcess[str]:
+def _phase(tmp_path: Path, phase: str, gpus: int, **extra: str) -> subprocess.CompletedProcess[str]:
     env = {
         **os.environ,
         "DRY_RUN": "1",
@@ -182,6 +182,7 @@ def _phase(tmp_path: Path, phase: str, gpus: int) -> subprocess.CompletedProcess
         "OUT": str(tmp_path / "o"),
         "WORK_DIR": str(tmp_path / "w"),
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        **extra,
     }
     return subprocess.run(["bash", str(E2E), phase], env=env, capture_output=True, text=True, timeout=120, cwd=REPO)
 
@@ -228,7 +229,21 @@ def test_the_issue_15_phases_plan_the_plugin_rows_and_the_logits_check(tmp_path:
     assert [words[2] for words in planned if "moe_backend=" in " ".join(words)] == [
         "plan", "plan_vllm_kernel", "triton", "auto"
     ]  # fmt: skip
-    # the plan turns our kernel on for this shape on the H200 with vLLM 0.26 (the table has M = 1 and 8): only its row
+    # the plan turns our kernel on for this shape on the H200 with vLLM 0.26 (the table has M = 1): only its row
     assert done.stdout.count("env+ MOE_SERVING_MOE_KERNEL=project") == 1
     logits = _phase(tmp_path, "plugin-logits", gpus=1)
     assert logits.returncode == 0 and "plugin-logits (dry run)" in logits.stdout
+
+
+def test_the_attention_phase_runs_the_plan_once_per_backend_as_a_user_option(tmp_path: Path) -> None:
+    env = {"ATTN_BACKENDS": "TRITON_ATTN FLASHINFER"}
+    done = _phase(tmp_path, "qwen-attention", gpus=1, **env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    argvs = [line for line in done.stdout.splitlines() if line.strip().startswith("argv:")]
+    assert len(argvs) == 2
+    assert ["--attention-backend TRITON_ATTN" in argvs[0], "--attention-backend FLASHINFER" in argvs[1]] == [True] * 2
+    assert done.stdout.count("env+ MOE_SERVING_MOE_KERNEL=project") == 2  # the plan, our kernel included
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["FLASHINFER", "TRITON_ATTN", "e2e_console.log"]
+    # a name vLLM does not know is the resolver's refusal, reported as the row's plan_error (exit 2 from `serve`)
+    bad = _phase(tmp_path, "qwen-attention", gpus=1, ATTN_BACKENDS="TRITON")
+    assert "option.attention_backend='TRITON': not a vLLM attention_backend" in bad.stdout + bad.stderr
