@@ -148,8 +148,8 @@ class PlainMoEProblem:
         self.w1, self.w2 = random_weights(self.shape, self.device)  # (E, N1, H), (E, H, N) fp8
         self.scales = random_scales(self.shape, self.device)
 
-    def inputs(self, m: int, count: int, seed: int = 1) -> Batch:
-        return random_routings(self.shape, m, count, seed, self.device)
+    def inputs(self, m: int, count: int, seed: int = 1, shared: bool = False) -> Batch:
+        return random_routings(self.shape, m, count, seed, self.device, shared=shared)
 
 
 @dataclass
@@ -203,9 +203,11 @@ def forced_tile(tile: Tile | None):
 class GraphTimer:
     """Times ``fused_experts`` for one (problem, M) with a given tile; see the module docstring."""
 
-    def __init__(self, problem: MoEProblem, m: int) -> None:
+    def __init__(self, problem: MoEProblem, m: int, shared: bool = False) -> None:
+        """``shared``: every token of a routing on the same experts (touched bytes as at M = 1, so as many
+        rotations as M = 1 gets)."""
         self.problem, self.m = problem, m
-        self.batch = problem.inputs(m, rotations(problem.shape, m))
+        self.batch = problem.inputs(m, rotations(problem.shape, 1 if shared else m), shared=shared)
 
     def measure(self, tile: Tile | None, batches: int = 3) -> float:
         """Median µs per fused_experts call over ``batches`` timed batches of graph replays; the tile is forced

@@ -10,6 +10,9 @@ Per shape and M = 1..256, one CSV row (benchmarks/results/kernels/h200_fused_moe
                (the 2026-11-30 kernel's row blocks: what the wider blocks add),
   vllm_us      vLLM's fused_experts with this project's tuned configs (VLLM_TUNED_CONFIG_FOLDER=kernels/configs
                when it holds files), empty when vLLM is not importable,
+  ours_shared_us, vllm_shared_us  the same two at 1 < M ≤ SHARED_MAX_M with every token of a routing on the same
+               experts (a served batch's tokens can share experts: vLLM's kernel reads each touched expert once,
+               ours once per token; benchmarks.kernels.dispatch_table takes the worse of the two routings),
   baseline_us  torch._scaled_grouped_mm (CUTLASS) doing the same expert work (routing sort excluded),
   roofline_us  distinct experts' FP8 weight bytes ÷ HBM read bandwidth measured in this run.
 All timed the same way (tools/measure.py graph_us): R calls on R different uniform routings captured in
@@ -43,8 +46,10 @@ SHAPES = (
     "nemotron-3-nano-30b-a3b:tp1",
 )
 BENCH_M = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+SHARED_MAX_M = 16  # the shared-routing columns: where our kernel can win at all (it loses from M ≈ 16 uniformly)
 COLUMNS = (
-    "shape", "M", "ours_us", "ours_best_us", "ours_pdl_us", "ours_nopdl_us", "ours_bm16_us", "vllm_us", "baseline_us",
+    "shape", "M", "ours_us", "ours_best_us", "ours_pdl_us", "ours_nopdl_us", "ours_bm16_us", "vllm_us",
+    "ours_shared_us", "vllm_shared_us", "baseline_us",
     "roofline_us", "speedup_vs_vllm",
     "pct_floor_ours", "pct_floor_vllm", "mode", "best_cfg", "rel_err_vs_vllm", "distinct_experts", "hbm_read_gbs",
     "gpu", "torch", "triton", "vllm", "timestamp",
@@ -135,6 +140,14 @@ def bench_shape(key: str, ms: tuple[int, ...], bw: float, have_vllm: bool, sweep
                 row["rel_err_vs_vllm"] = rel_err(mine, ref)
             except Exception as exc:
                 print(f"[{key} M={m}] vLLM failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        if 1 < m <= SHARED_MAX_M:
+            shared = problem.inputs(m, moe_harness.rotations(s, 1), shared=True)
+            try:
+                row["ours_shared_us"] = ours(batch=shared)
+                if have_vllm:
+                    row["vllm_shared_us"] = moe_harness.GraphTimer(problem, m, shared=True).measure(None)
+            except Exception as exc:
+                print(f"[{key} M={m}] shared routing failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         try:
             row["baseline_us"] = GroupedMMBaseline(problem, batch).measure()
         except Exception as exc:

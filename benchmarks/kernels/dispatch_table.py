@@ -17,7 +17,8 @@ its M = 1 time when every token picks the same experts, while our PAIR mode stre
 vLLM's dummy weights, whose routing is far from uniform): with ours at M = 8 (1.08x faster in the bench) decode at
 concurrency 8 lost 22 % (TPOT 5.28 vs 4.13 ms), vLLM's kernel there cost little more than at concurrency 1.
 vLLM's M = 1 time is a floor for its time at any M under any routing, so an M that passes both tests never runs
-slower than vLLM's kernel would.
+slower than vLLM's kernel would. CSVs with the shared-routing columns (``ours_shared_us``, ``vllm_shared_us``:
+every token on the same experts, measured) replace that floor with the measured pair.
 
 Which column is the shipped kernel: CSVs written since the PDL rule (they have ``ours_nopdl_us``) time the shipped
 default as ``ours_us``. The 2026-11-30 run predates the rule (its default had PDL off), so there the shipped time is
@@ -64,6 +65,13 @@ def shipped_us(row: dict[str, str], shape: KernelShape, has_nopdl_column: bool) 
     return _number(row, "ours_pdl_us" if pdl else "ours_us")
 
 
+def _shared_speedup(row: dict[str, str], ours: float, vllm_m1: float | None) -> float:
+    ours_shared, vllm_shared = _number(row, "ours_shared_us"), _number(row, "vllm_shared_us")
+    if ours_shared is not None and vllm_shared is not None:
+        return vllm_shared / ours_shared
+    return vllm_m1 / ours if vllm_m1 is not None else 0.0
+
+
 def token_ranges(wins: list[tuple[int, bool]]) -> list[list[int]]:
     """Merge winning M values that are neighbours in the measured grid into inclusive [lo, hi] ranges."""
     ranges: list[list[int]] = []
@@ -96,9 +104,9 @@ def build_table(csv_path: Path, min_speedup: float) -> dict[str, Any]:
             if ours is None or vllm is None:
                 continue  # a failed or vLLM-less measurement: no evidence either way, vLLM's kernel stays
             speedup = vllm / ours
-            # vLLM's time if every token of the batch shared its experts (see the module docstring); no M = 1
-            # measurement: no floor known, so no M above 1
-            shared = speedup if m == 1 else (vllm_m1 / ours if vllm_m1 is not None else 0.0)
+            # vLLM's time if every token of the batch shared its experts (see the module docstring): measured, else
+            # its M = 1 time as the floor; neither: no M above 1
+            shared = speedup if m == 1 else _shared_speedup(row, ours, vllm_m1)
             wins.append((m, speedup >= min_speedup and shared >= min_speedup))
             measured.append({
                 "m": m, "ours_us": round(ours, 2), "vllm_us": round(vllm, 2), "speedup": round(speedup, 3),

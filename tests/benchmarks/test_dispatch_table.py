@@ -79,3 +79,19 @@ def test_without_an_m1_row_no_m_above_one_gets_our_kernel(tmp_path: Path) -> Non
         writer.writerows(rows)
     (row,) = build_table(cut, 1.03)["rows"]
     assert row["token_ranges"] == [] and any(m["speedup"] > 1.03 for m in row["measured"])
+
+
+@pytest.mark.parametrize(("vllm_shared_us", "ranges"), [(60.0, [[1, 1], [8, 8]]), (30.0, [[1, 1]])])
+def test_measured_shared_routing_replaces_the_m1_floor(tmp_path: Path, vllm_shared_us: float, ranges: list) -> None:
+    rows = [r for r in csv.DictReader(DEFAULT_CSV.open()) if r["shape"] == "qwen3-30b-a3b:tp1"]
+    for row in rows:  # a bench CSV with the shared-routing columns (bench_fused_moe since 2026-12-01c)
+        row["ours_shared_us"], row["vllm_shared_us"] = ("54.88", str(vllm_shared_us)) if row["M"] == "8" else ("", "")
+    with_shared = tmp_path / "shared.csv"
+    with with_shared.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    (row,) = build_table(with_shared, 1.03)["rows"]
+    assert row["token_ranges"] == ranges
+    at8 = next(m for m in row["measured"] if m["m"] == 8)
+    assert at8["speedup_if_shared"] == round(vllm_shared_us / 54.88, 3)
