@@ -70,14 +70,17 @@ def test_an_m_above_one_must_also_beat_vllms_time_at_m1_whatever_the_routing() -
     assert by_shape["nemotron-3-nano-30b-a3b:tp1"]["token_ranges"] == [[1, 1]]
 
 
-def test_without_an_m1_row_no_m_above_one_gets_our_kernel(tmp_path: Path) -> None:
-    rows = [r for r in csv.DictReader(DEFAULT_CSV.open()) if r["shape"] == "llama-4-maverick:tp8" and r["M"] != "1"]
-    cut = tmp_path / "no_m1.csv"
-    with cut.open("w", newline="") as f:
+def _write_csv(path: Path, rows: list[dict[str, str]]) -> Path:
+    with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    (row,) = build_table(cut, 1.03)["rows"]
+    return path
+
+
+def test_without_an_m1_row_no_m_above_one_gets_our_kernel(tmp_path: Path) -> None:
+    rows = [r for r in csv.DictReader(DEFAULT_CSV.open()) if r["shape"] == "llama-4-maverick:tp8" and r["M"] != "1"]
+    (row,) = build_table(_write_csv(tmp_path / "no_m1.csv", rows), 1.03)["rows"]
     assert row["token_ranges"] == [] and any(m["speedup"] > 1.03 for m in row["measured"])
 
 
@@ -86,12 +89,7 @@ def test_measured_shared_routing_replaces_the_m1_floor(tmp_path: Path, vllm_shar
     rows = [r for r in csv.DictReader(DEFAULT_CSV.open()) if r["shape"] == "qwen3-30b-a3b:tp1"]
     for row in rows:  # a bench CSV with the shared-routing columns (bench_fused_moe since 2026-12-01c)
         row["ours_shared_us"], row["vllm_shared_us"] = ("54.88", str(vllm_shared_us)) if row["M"] == "8" else ("", "")
-    with_shared = tmp_path / "shared.csv"
-    with with_shared.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    (row,) = build_table(with_shared, 1.03)["rows"]
+    (row,) = build_table(_write_csv(tmp_path / "shared.csv", rows), 1.03)["rows"]
     assert row["token_ranges"] == ranges
     at8 = next(m for m in row["measured"] if m["m"] == 8)
     assert at8["speedup_if_shared"] == round(vllm_shared_us / 54.88, 3)
