@@ -100,14 +100,23 @@ def scan_block_m(num_tokens: int, num_experts: int, top_k: int) -> int:
 
 
 def default_config(
-    num_tokens: int, num_experts: int, top_k: int, hidden: int, inter: int, *, block_k: int = 128, num_sms: int = 132
+    num_tokens: int,
+    num_experts: int,
+    top_k: int,
+    hidden: int,
+    inter: int,
+    *,
+    block_k: int = 128,
+    num_sms: int = 132,
+    pair_mode: bool | None = None,
 ) -> MoEKernelConfig:
     """Heuristic tiles: ≥ PROGRAMS_PER_SM programs per SM in every launch, split-K where rows are few.
 
     Tiles prefer BLOCK_N = 64 (64×128 fp8 = 8 KB per weight tile per stage; GEMM1 loads gate and up,
     16 KB per K step; 3 stages keep 16-48 KB in flight per program) and fall back to 32/16 only when
-    the rows are so few that even the deepest split leaves SMs idle."""
-    pair = use_pair_mode(num_tokens, num_experts, top_k)
+    the rows are so few that even the deepest split leaves SMs idle. `pair_mode`: the mode to size the tiles for
+    (None: use_pair_mode's choice; the bench times both sides of the PAIR/SCAN switch with it)."""
+    pair = use_pair_mode(num_tokens, num_experts, top_k) if pair_mode is None else pair_mode
     rows = num_tokens * top_k if pair else expected_distinct_experts(num_tokens, num_experts, top_k)
     target = PROGRAMS_PER_SM * num_sms
     block_n1 = 16

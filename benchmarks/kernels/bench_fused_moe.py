@@ -13,6 +13,9 @@ Per shape and M = 1..256, one CSV row (benchmarks/results/kernels/h200_fused_moe
   ours_shared_us, vllm_shared_us  the same two at 1 < M ≤ SHARED_MAX_M with every token of a routing on the same
                experts (a served batch's tokens can share experts: vLLM's kernel reads each touched expert once,
                ours once per token; benchmarks.kernels.dispatch_table takes the worse of the two routings),
+  ours_pair_us, ours_scan_us, ours_pair_shared_us, ours_scan_shared_us  at 1 < M ≤ SHARED_MAX_M: the default
+               config sized for each side of the PAIR/SCAN switch, both routings (the data for a per-shape
+               crossover; the default's own mode repeats ours_us / ours_shared_us),
   baseline_us  torch._scaled_grouped_mm (CUTLASS) doing the same expert work (routing sort excluded),
   roofline_us  distinct experts' FP8 weight bytes ÷ HBM read bandwidth measured in this run.
 All timed the same way (tools/measure.py graph_us): R calls on R different uniform routings captured in
@@ -49,7 +52,8 @@ BENCH_M = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 SHARED_MAX_M = 16  # the shared-routing columns: where our kernel can win at all (it loses from M ≈ 16 uniformly)
 COLUMNS = (
     "shape", "M", "ours_us", "ours_best_us", "ours_pdl_us", "ours_nopdl_us", "ours_bm16_us", "vllm_us",
-    "ours_shared_us", "vllm_shared_us", "baseline_us",
+    "ours_shared_us", "vllm_shared_us", "ours_pair_us", "ours_scan_us", "ours_pair_shared_us", "ours_scan_shared_us",
+    "baseline_us",
     "roofline_us", "speedup_vs_vllm",
     "pct_floor_ours", "pct_floor_vllm", "mode", "best_cfg", "rel_err_vs_vllm", "distinct_experts", "hbm_read_gbs",
     "gpu", "torch", "triton", "vllm", "timestamp",
@@ -148,6 +152,18 @@ def bench_shape(key: str, ms: tuple[int, ...], bw: float, have_vllm: bool, sweep
                     row["vllm_shared_us"] = moe_harness.GraphTimer(problem, m, shared=True).measure(None)
             except Exception as exc:
                 print(f"[{key} M={m}] shared routing failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            block_k = s.block_shape[1] if s.block_shape else 128
+            for mode, pair in (("pair", True), ("scan", False)):
+                forced = default_config(m, s.e, s.topk, s.h, s.n, block_k=block_k, pair_mode=pair)
+                for suffix, routing in (("", batch), ("_shared", shared)):
+                    column = f"ours_{mode}{suffix}_us"
+                    if forced == base:  # the default's own mode: timed above
+                        row[column] = row.get("ours_shared_us" if suffix else "ours_us")
+                        continue
+                    try:
+                        row[column] = ours(forced, batch=routing)
+                    except Exception as exc:
+                        print(f"[{key} M={m}] {column} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         try:
             row["baseline_us"] = GroupedMMBaseline(problem, batch).measure()
         except Exception as exc:

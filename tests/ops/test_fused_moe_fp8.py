@@ -166,6 +166,17 @@ def test_default_config_runs_end_to_end():
     check(args, kw, None)
 
 
+@pytest.mark.parametrize("pair_mode", [True, False])
+def test_default_config_sized_for_either_mode_is_valid_and_correct(pair_mode):
+    # what the bench times on both sides of the PAIR/SCAN switch (bench_fused_moe's ours_pair_us / ours_scan_us)
+    heuristic = default_config(4, 16, 4, 128, 64, block_k=64)
+    forced = default_config(4, 16, 4, 128, 64, block_k=64, pair_mode=pair_mode)
+    assert forced.pair_mode is pair_mode and (forced == heuristic) is (heuristic.pair_mode is pair_mode)
+    assert forced.split_k2 == 1 or pair_mode
+    args, kw = make_problem(4, 16, 4, 128, 64, scales="tensor", static=True, seed=4)
+    check(args, kw, forced)
+
+
 @triton.jit
 def _pair_list_probe(ids_ptr, list_ptr, count_ptr, num_pairs, SCAN_BLOCK: tl.constexpr):
     e = tl.program_id(0)
