@@ -30,11 +30,18 @@ def _divide(x, d, inv):
 
 
 @triton.jit
-def _reciprocal(d):
-    """1/d correctly rounded (for normal d), from the GPU's approximate 1.0 / d (≤ 2 ulp off): one Newton step,
-    inv + inv·(1 − d·inv), both in fused multiply-adds."""
-    inv = 1.0 / d
+def _refine(d, inv):
+    """One Newton step for 1/d from an approximation inv (≤ 2 ulp off): inv + inv·(1 − d·inv), both in fused
+    multiply-adds. Lands on RN(1/d) except for three significands just below a power of two (0x7FFFFF from any
+    inexact start, 0x7FFFFD from 1-2 ulp high, 0x7FFFFB from 2 ulp high: 1 ulp low; exact rational emulation, review
+    of 2026-12-01), which a bf16 amax / 448 never produces."""
     return tl.fma(inv, tl.fma(-d, inv, d * 0.0 + 1.0), inv)
+
+
+@triton.jit
+def _reciprocal(d):
+    """1/d correctly rounded (but for _refine's three significands), from the GPU's approximate 1.0 / d."""
+    return _refine(d, 1.0 / d)
 
 
 @triton.jit
@@ -57,8 +64,8 @@ def quantize(x, scale):
     # Known limit (review, 2026-11-30): the correction is proven exact only for a correctly rounded reciprocal;
     # fp32 x (GEMM2's activation, RoPE) with the GPU's approximate 1/scale could miss a tie with probability
     # ~2^-38 per element (x = 1.2578126, scale = 0.0068359384: 176 instead of PyTorch's 192). So the reciprocal is
-    # refined once per scale first (one Newton step in fused multiply-adds): from ≤ 2 ulp
-    # off it lands on RN(1/scale) (tests/ops/test_fp8_quant.py, exact rational emulation). Also: a row holding ±inf
+    # refined first (one Newton step in fused multiply-adds, `_refine`; per scale and K step, on BLOCK_M values): from
+    # ≤ 2 ulp off it lands on RN(1/scale) (tests/ops/test_fp8_quant.py runs `_refine` itself). Also: a row holding ±inf
     # gets scale MIN_SCALE (NaN from the correction, dropped by tl.maximum) and a static scale so small that
     # x / scale overflows fp32 gives NaN instead of ±448.
     s_b = tl.broadcast_to(scale, x.shape)

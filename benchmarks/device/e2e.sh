@@ -180,7 +180,11 @@ if [ "${DRY_RUN:-0}" = 1 ]; then : >"$LOG"
 else nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>&1 | tee "$LOG"
 fi
 if [ "$PHASE" = qwen-attention ]; then
-  read -ra ATTN <<<"${ATTN_BACKENDS:-TRITON_ATTN}"
+  read -ra ATTN <<<"${ATTN_BACKENDS-TRITON_ATTN}"
+  if ((${#ATTN[@]} == 0)); then
+    echo "e2e.sh: ATTN_BACKENDS is empty; give vLLM attention backend names, e.g. TRITON_ATTN" >&2
+    exit 2
+  fi
   rc=0 runs_left=${#ATTN[@]}
   for backend in "${ATTN[@]}"; do
     share=$(((BUDGET_S - SECONDS) / runs_left))  # what is left, split over the runs still to start

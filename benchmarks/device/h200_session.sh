@@ -12,10 +12,9 @@
 # queue. Each step starts only when its minimum time is left before the deadline (DEADLINE_S after `start`,
 # default 1500 s) and is cut at the deadline, so a short lease still returns the first steps of each queue.
 #   A: e2e qwen-plugin (issue 15: plan / plan without our kernel / LMI-equivalent / auto) → e2e qwen-attention (the
-#      plan with TRITON_ATTN) → make test-gpu (incl. the plugin in the served engine, plugin on / off on one random
-#      FP8 checkpoint) → e2e nemotron (served)
-#   B: own kernels bench (→ dispatch table from its CSV) → e2e mixtral (served) → qwen-start (plan's start from
-#      empty / warm / copied / baked caches, bake made here)
+#      plan with TRITON_ATTN) → own kernels bench (→ dispatch table from its CSV) → make test-gpu (incl. the plugin
+#      in the served engine, plugin on / off on one random FP8 checkpoint) → e2e nemotron (served)
+#   B: e2e mixtral (served) → qwen-start (plan's start from empty / warm / copied / baked caches, bake made here)
 # PLAN=x8: one queue X on all 8 GPUs, the e2e.sh x8-* phases in priority order (docs/h200-runbook.md "8 × H200"):
 #   x8-qwen235-tp8 → x8-deepseek-tp8ep8 → x8-qwen235-tp8-start → x8-deepseek-tp8 → x8-qwen235-tp4 on GPUs 0-3
 #   beside x8-mixtral8x22-tp4 on GPUs 4-7 (queue Y) → x8-maverick-tp8 → x8-qwen235-block-tp8ep8;
@@ -91,14 +90,16 @@ queue_a() {
   step "$q" e2e-qwen-plugin 420 1000 env BUDGET_S=980 bash benchmarks/device/e2e.sh qwen-plugin
   # issue 15 item 5: the plan with TRITON_ATTN (one engine); FA3 is the plan row of the step before
   step "$q" e2e-qwen-attention 300 450 env BUDGET_S=430 bash benchmarks/device/e2e.sh qwen-attention
-  step "$q" test-gpu 300 600 "${TEST_GPU[@]}"
+  # the kernel bench (its shared-routing and PAIR/SCAN columns) and the dispatch table from its CSV; in queue A so a
+  # one-GPU lease reaches it (the GPU tests run in test-gpu)
+  step "$q" own-kernels 240 420 env SKIP_TESTS=1 bash benchmarks/device/kernels_check_and_bench.sh
+  # 422 s on 2026-12-01c: a start with less would be cut inside the engine test
+  step "$q" test-gpu 450 600 "${TEST_GPU[@]}"
   step "$q" e2e-nemotron 300 600 env BUDGET_S=580 bash benchmarks/device/e2e.sh nemotron
 }
 
 queue_b() {
   local q=$1
-  # the kernel bench and the dispatch table from its CSV (the GPU tests ran in test-gpu)
-  step "$q" own-kernels 240 420 env SKIP_TESTS=1 bash benchmarks/device/kernels_check_and_bench.sh
   step "$q" e2e-mixtral 300 660 env BUDGET_S=640 bash benchmarks/device/e2e.sh mixtral
   step "$q" qwen-start 300 480 env BUDGET_S=460 bash benchmarks/device/e2e.sh qwen-start
 }

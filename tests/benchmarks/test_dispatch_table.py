@@ -72,7 +72,7 @@ def test_an_m_above_one_must_also_beat_vllms_time_at_m1_whatever_the_routing() -
 
 def _write_csv(path: Path, rows: list[dict[str, str]]) -> Path:
     with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for row in rows for k in row)), restval="")
         writer.writeheader()
         writer.writerows(rows)
     return path
@@ -93,3 +93,14 @@ def test_measured_shared_routing_replaces_the_m1_floor(tmp_path: Path, vllm_shar
     assert row["token_ranges"] == ranges
     at8 = next(m for m in row["measured"] if m["m"] == 8)
     assert at8["speedup_if_shared"] == round(vllm_shared_us / 54.88, 3)
+
+
+def test_the_margin_alone_can_keep_vllms_kernel(tmp_path: Path) -> None:
+    # M = 2 wins the shared test clearly, so only the uniform speedup (1.02x) against the 1.03 margin decides
+    maverick = [r for r in csv.DictReader(DEFAULT_CSV.open()) if r["shape"] == "llama-4-maverick:tp8"]
+    rows = [r for r in maverick if r["M"] in ("1", "2")]
+    at2 = next(r for r in rows if r["M"] == "2")
+    at2.update(ours_us="10.0", ours_pdl_us="10.0", vllm_us="10.2", ours_shared_us="10.0", vllm_shared_us="20.0")
+    path = _write_csv(tmp_path / "margin.csv", rows)
+    assert build_table(path, 1.03)["rows"][0]["token_ranges"] == [[1, 1]]
+    assert build_table(path, 1.0)["rows"][0]["token_ranges"] == [[1, 2]]
