@@ -65,9 +65,10 @@ def expected_active_experts(shape: KernelShape, m: int) -> float:
     return shape.e * (1 - p_miss)
 
 
-def rotations(shape: KernelShape, m: int) -> int:
-    """Calls per graph: enough distinct routings that ≥3× L2 of expert weights is touched per replay."""
-    touched = expected_active_experts(shape, m) * shape.weight_bytes_per_expert()
+def rotations(shape: KernelShape, m: int, shared: bool = False) -> int:
+    """Calls per graph: enough distinct routings that ≥3× L2 of expert weights is touched per replay (``shared``:
+    every token on the same experts, so a routing touches what one token does)."""
+    touched = expected_active_experts(shape, 1 if shared else m) * shape.weight_bytes_per_expert()
     return max(4, min(16, math.ceil(3 * L2_BYTES / max(touched, 1))))
 
 
@@ -204,10 +205,9 @@ class GraphTimer:
     """Times ``fused_experts`` for one (problem, M) with a given tile; see the module docstring."""
 
     def __init__(self, problem: MoEProblem, m: int, shared: bool = False) -> None:
-        """``shared``: every token of a routing on the same experts (touched bytes as at M = 1, so as many
-        rotations as M = 1 gets)."""
+        """``shared``: every token of a routing on the same experts (random_routings)."""
         self.problem, self.m = problem, m
-        self.batch = problem.inputs(m, rotations(problem.shape, 1 if shared else m), shared=shared)
+        self.batch = problem.inputs(m, rotations(problem.shape, m, shared), shared=shared)
 
     def measure(self, tile: Tile | None, batches: int = 3) -> float:
         """Median µs per fused_experts call over ``batches`` timed batches of graph replays; the tile is forced

@@ -3,8 +3,8 @@
 Why: with ours at M = 8 (1.08x faster than vLLM's kernel in the layer bench, uniform routing) the served Qwen3 engine
 lost 22 % at concurrency 8 (2026-12-01c), where vLLM's kernel cost little more than at concurrency 1. The suspected
 mechanism: vLLM groups a batch by expert and reads each touched expert once, our PAIR mode streams an expert's
-weights once per (token, expert) pair. If so, ours costs about the same with shared and uniform routing while its
-weight traffic under sharing is top-k experts only. benchmarks.kernels.dispatch_table's rule (an M above 1 must also
+weights once per (token, expert) pair, so sharing should save ours much less than vLLM's (measured 2026-12-01c: ours
+saves 12-26 %, benchmarks/results/kernels/RUNS.md). benchmarks.kernels.dispatch_table's rule (an M above 1 must also
 beat vLLM's M = 1 time) rests on that.
 
     PYTHONPATH=$PWD python3 -m benchmarks.device.diag_shared_routing [--out DIR]
@@ -42,8 +42,8 @@ def main(argv: list[str] | None = None) -> int:
         for m in MS:
             row = {"shape": key, "M": m}
             for routing in ("uniform", "shared"):
-                count = moe_harness.rotations(s, 1 if routing == "shared" else m)
-                batch = moe_harness.random_routings(s, m, count, device="cuda", shared=routing == "shared")
+                shared = routing == "shared"
+                batch = problem.inputs(m, moe_harness.rotations(s, m, shared), shared=shared)
 
                 def run(batch=batch, problem=problem, act=act):
                     for x, w, ids in batch:

@@ -92,6 +92,7 @@ def bench_shape(key: str, ms: tuple[int, ...], bw: float, have_vllm: bool, sweep
     problem = moe_harness.MoEProblem(s) if have_vllm else moe_harness.PlainMoEProblem(s)
     scales = problem.scales
     act = "silu" if s.model.gated else "relu2"
+    block_k = s.block_shape[1] if s.block_shape else 128
     rows = []
     for m in ms:
         batch = problem.inputs(m, moe_harness.rotations(s, m))
@@ -120,7 +121,7 @@ def bench_shape(key: str, ms: tuple[int, ...], bw: float, have_vllm: bool, sweep
                 if us < best:
                     best, best_cfg = us, f"split{cfg.split_k}/n1={cfg.block_n1}/n2={cfg.block_n2}"
         row["ours_best_us"], row["best_cfg"] = best, best_cfg
-        base = default_config(m, s.e, s.topk, s.h, s.n, block_k=s.block_shape[1] if s.block_shape else 128)
+        base = default_config(m, s.e, s.topk, s.h, s.n, block_k=block_k)
         row["mode"] = "pair" if base.pair_mode else f"scan/m={base.block_m}"
         for col, changes, wanted in (
             ("ours_pdl_us", {"pdl": True}, True),
@@ -145,14 +146,13 @@ def bench_shape(key: str, ms: tuple[int, ...], bw: float, have_vllm: bool, sweep
             except Exception as exc:
                 print(f"[{key} M={m}] vLLM failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         if 1 < m <= SHARED_MAX_M:
-            shared = problem.inputs(m, moe_harness.rotations(s, 1), shared=True)
+            shared = problem.inputs(m, moe_harness.rotations(s, m, shared=True), shared=True)
             try:
                 row["ours_shared_us"] = ours(batch=shared)
                 if have_vllm:
                     row["vllm_shared_us"] = moe_harness.GraphTimer(problem, m, shared=True).measure(None)
             except Exception as exc:
                 print(f"[{key} M={m}] shared routing failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-            block_k = s.block_shape[1] if s.block_shape else 128
             for mode, pair in (("pair", True), ("scan", False)):
                 forced = default_config(m, s.e, s.topk, s.h, s.n, block_k=block_k, pair_mode=pair)
                 for suffix, routing in (("", batch), ("_shared", shared)):
