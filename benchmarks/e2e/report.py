@@ -162,18 +162,32 @@ def _num(value: Any) -> float | None:
     return None if math.isnan(f) else f
 
 
+OPTIONLESS_AUTO = " vs option-less auto"
+
+
 def add_ratios(rows: list[dict[str, Any]]) -> None:
-    """ratio_vs_auto = decode tok/s (best) / auto's on the same model and workload; verdict vs spread."""
+    """ratio_vs_auto = decode tok/s (best) / auto's on the same model and workload; verdict vs spread.
+
+    A row with options (say the plan with `attention_backend=TRITON_ATTN`) is compared with auto under the same
+    options when that was measured, else with auto as vLLM runs it without them (what a user would otherwise
+    get); its verdict then ends in OPTIONLESS_AUTO, so the two baselines are never confused."""
     auto = {_key(r): r for r in rows if r["backend"] == "auto"}
     for r in rows:
-        base = auto.get(_key(r))
+        base, suffix = auto.get(_key(r)), ""
+        if base is None and r.get("options"):
+            base, suffix = auto.get(_key({**r, "options": ""})), OPTIONLESS_AUTO
         value = ratio(_num(r.get("decode_tps_best")), _num(base.get("decode_tps_best")) if base else None)
         r["ratio_vs_auto"] = value
         r["verdict_vs_auto"] = (
-            verdict(value, _num(r.get("spread_pct")) or 0.0, _num(base.get("spread_pct")) or 0.0)
+            verdict(value, _num(r.get("spread_pct")) or 0.0, _num(base.get("spread_pct")) or 0.0) + suffix
             if base and r["backend"] != "auto"
             else ""
         )
+
+
+def row_label(row: dict[str, Any]) -> str:
+    """The backend with its options: two engines of one backend with other options are two lines."""
+    return row["backend"] + (f" [{row['options']}]" if row.get("options") else "")
 
 
 _MEASURED = ("ok", "truncated")
@@ -246,7 +260,7 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
         ran = r.get("moe_backend_logged") or "?"
         if r.get("default_moe_config"):
             ran += ", default tiles"
-        backend = f"{r['backend']} ({ran})" + (f" = {r['same_engine_as']}" if r.get("same_engine_as") else "")
+        backend = f"{row_label(r)} ({ran})" + (f" = {r['same_engine_as']}" if r.get("same_engine_as") else "")
         vs = _f(r.get("ratio_vs_auto"), 3) + (f" {r['verdict_vs_auto']}" if r.get("verdict_vs_auto") else "")
         model = (
             r["model"]
@@ -286,11 +300,11 @@ def plot(rows: Sequence[dict[str, Any]], path: Path) -> bool:
         mine = [r for r in rows if r["model"] == model and _num(r.get("ratio_vs_auto")) is not None]
         if mine:
             short_in = min(r["input_len"] for r in mine)
-            for backend in dict.fromkeys(r["backend"] for r in mine if r["backend"] != "auto"):
+            for label in dict.fromkeys(row_label(r) for r in mine if r["backend"] != "auto"):
                 pts = sorted((r["conc"], r["ratio_vs_auto"]) for r in mine
-                             if r["backend"] == backend and r["input_len"] == short_in)  # fmt: skip
+                             if row_label(r) == label and r["input_len"] == short_in)  # fmt: skip
                 if pts:
-                    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=backend)
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
             compile_modes = "/".join(sorted({str(r.get("compile") or "?") for r in mine}))
             ax.set_title(f"{model} ({short_in} in, compile: {compile_modes})", fontsize=9)
         ax.axhline(1.0, color="grey", linewidth=1)

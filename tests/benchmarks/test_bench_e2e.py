@@ -391,6 +391,30 @@ def test_rows_carry_ratios_versions_and_what_vllm_ran(tmp_path: Path) -> None:
     assert "Environment: vLLM 0.26.0, torch 2.11.0+cu130, Triton 3.6.0, FlashInfer 0.6.14, NVIDIA H200." in table
 
 
+def test_a_row_with_options_is_labelled_and_compared_with_the_auto_a_user_would_otherwise_get(
+    tmp_path: Path,
+) -> None:
+    rows = _rows()  # auto, triton, triton_tuned at conc 1 and 8, no options
+    attention = [{**r, "options": "attention_backend=TRITON_ATTN", "decode_tps_best": r["decode_tps_best"] * 1.1}
+                 for r in rows if r["backend"] == "triton"]  # fmt: skip
+    rows += attention
+    report.add_ratios(rows)
+    one = next(r for r in attention if r["conc"] == 1)
+    assert one["ratio_vs_auto"] == pytest.approx(1.25 * 1.1)
+    assert one["verdict_vs_auto"] == "faster" + report.OPTIONLESS_AUTO
+    plain = next(r for r in rows if r["backend"] == "triton" and not r.get("options") and r["conc"] == 1)
+    assert plain["verdict_vs_auto"] == "faster"  # the fallback never touches a row without options
+    table = report.markdown_table(rows)
+    assert "| m | triton [attention_backend=TRITON_ATTN] (TRITON) | 512/9 | 1 |" in table
+    assert "1.375 faster vs option-less auto" in table
+    # an auto measured with the same options is the baseline when there is one
+    same = [{**r, "options": "attention_backend=TRITON_ATTN"} for r in rows if r["backend"] == "auto"]
+    rows += same
+    report.add_ratios(rows)
+    assert one["ratio_vs_auto"] == pytest.approx(1.25 * 1.1) and one["verdict_vs_auto"] == "faster"
+    assert report.plot(rows, tmp_path / "p.png")
+
+
 def test_rows_of_an_engine_that_never_started_say_why() -> None:
     rows = report.build_rows(
         model="m", layers=32, layers_real=32, setup=be.EngineSetup("auto", None),
