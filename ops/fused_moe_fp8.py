@@ -43,7 +43,8 @@ AMAX_BLOCK = 1024
 PROGRAMS_PER_SM = 3
 ACTIVATIONS = {"silu": True, "relu2": False}  # name → gated
 # PDL (programmatic dependent launch + W2 prefetch) in PAIR mode only while the pairs' W2 slices fit in a third of
-# the H200's 50 MB L2. H200, 2026-11-30 (benchmarks/results/kernels/h200_fused_moe.csv, ours_pdl_us vs ours_us):
+# the H200's 50 MB L2. H200, 2026-11-30 (benchmarks/results/kernels/h200_fused_moe_2026-11-30b.csv, ours_pdl_us vs
+# ours_us):
 # 1.05-1.11x at M = 1 on Qwen3 (12.6 MB), DeepSeek-V3 TP8 (14.7 MB), Maverick TP8 (5.2 MB) and at M = 2 on
 # Maverick (10.5 MB); neutral to 0.85x above (Nemotron M = 1: 30 MB; Qwen3 M = 2: 25 MB; Mixtral: 117 MB).
 PDL_MAX_W2_BYTES = 16 * 1024 * 1024
@@ -92,9 +93,9 @@ def _split_for(base_programs: int, k: int, block_k: int, target: int) -> int:
 def scan_block_m(num_tokens: int, num_experts: int, top_k: int) -> int:
     """Rows per SCAN-mode chunk: 32 once the mean pairs per hit expert reaches 16, else 16.
 
-    H200, 2026-11-30 (benchmarks/results/kernels/h200_fused_moe.csv, column ours_bm16_us): 32 rows made Mixtral at
-    M = 64 (16 pairs per expert) 1.26× faster and Qwen3 at M = 256 (16 per expert) no slower, but Nemotron at
-    M = 256 (12 per expert) 1.16× slower; 64 rows gained nothing on Mixtral at M = 128 and 256."""
+    H200, 2026-11-30 (benchmarks/results/kernels/h200_fused_moe_2026-11-30b.csv, column ours_bm16_us): 32 rows made
+    Mixtral at M = 64 (16 pairs per expert) 1.26× faster and Qwen3 at M = 256 (16 per expert) no slower, but
+    Nemotron at M = 256 (12 per expert) 1.16× slower; 64 rows gained nothing on Mixtral at M = 128 and 256."""
     per_expert = num_tokens * top_k / max(expected_distinct_experts(num_tokens, num_experts, top_k), 1.0)
     return MAX_SCAN_BLOCK_M if per_expert >= 16 else BLOCK_M
 

@@ -9,7 +9,12 @@ from pathlib import Path
 import pytest
 
 from benchmarks.kernels.dispatch_table import DEFAULT_CSV, build_table, main, token_ranges
+from benchmarks.paths import KERNEL_RESULTS
 from kernels.dispatch import DISPATCH_FILE, DispatchTable
+
+# The 2026-11-30 run: before the PDL rule and without the shared-routing columns, so it exercises the paths a CSV
+# of that kind takes (the PDL column, vLLM's M = 1 time as the floor); DEFAULT_CSV (2026-12-01d) has both columns.
+PRE_SHARED_CSV = KERNEL_RESULTS / "h200_fused_moe_2026-11-30b.csv"
 
 
 def test_the_committed_table_is_what_the_command_makes_from_the_committed_csv() -> None:
@@ -23,7 +28,7 @@ def test_ranges_merge_winning_neighbours_only() -> None:
 
 
 def test_a_tie_inside_the_margin_keeps_vllms_kernel() -> None:
-    table = build_table(DEFAULT_CSV, 1.03)
+    table = build_table(PRE_SHARED_CSV, 1.03)
     qwen = next(r for r in table["rows"] if r["shape"] == "qwen3-30b-a3b:tp1")
     at = {row["m"]: row["speedup"] for row in qwen["measured"]}
     assert 1.0 < at[2] < 1.03 and at[1] > 1.3  # M = 2 measured 1.006x: a tie, not a win
@@ -33,8 +38,8 @@ def test_a_tie_inside_the_margin_keeps_vllms_kernel() -> None:
 
 
 def test_the_shipped_row_of_a_pre_rule_csv_is_the_pdl_column_where_the_rule_turns_pdl_on() -> None:
-    rows = {(r["shape"], r["M"]): r for r in csv.DictReader(DEFAULT_CSV.open())}
-    table = build_table(DEFAULT_CSV, 1.03)
+    rows = {(r["shape"], r["M"]): r for r in csv.DictReader(PRE_SHARED_CSV.open())}
+    table = build_table(PRE_SHARED_CSV, 1.03)
     qwen = next(r for r in table["rows"] if r["shape"] == "qwen3-30b-a3b:tp1")
     m1 = next(row for row in qwen["measured"] if row["m"] == 1)
     assert m1["ours_us"] == round(float(rows[("qwen3-30b-a3b:tp1", "1")]["ours_pdl_us"]), 2)  # 16 MB rule: on
@@ -57,7 +62,7 @@ def test_a_stale_table_fails_the_check(tmp_path: Path, capsys: pytest.CaptureFix
 
 
 def test_an_m_above_one_must_also_beat_vllms_time_at_m1_whatever_the_routing() -> None:
-    table = build_table(DEFAULT_CSV, 1.03)
+    table = build_table(PRE_SHARED_CSV, 1.03)
     by_shape = {r["shape"]: r for r in table["rows"]}
     qwen = {row["m"]: row for row in by_shape["qwen3-30b-a3b:tp1"]["measured"]}
     # 1.08x with uniform routing, but 73 µs against vLLM's 24 µs at M = 1: lost 22 % served (2026-12-01c)
@@ -70,6 +75,18 @@ def test_an_m_above_one_must_also_beat_vllms_time_at_m1_whatever_the_routing() -
     assert by_shape["nemotron-3-nano-30b-a3b:tp1"]["token_ranges"] == [[1, 1]]
 
 
+def test_the_shipped_table_reads_the_measured_shared_routing_of_the_committed_csv() -> None:
+    by_shape = {r["shape"]: r for r in build_table(DEFAULT_CSV, 1.03)["rows"]}
+    deepseek = {row["m"]: row for row in by_shape["deepseek-v3:tp8"]["measured"]}
+    # DeepSeek-V3 TP8 M = 2: 1.04x uniform; its measured shared time (1.12x) passes where vLLM's M = 1 floor had not
+    assert deepseek[2]["speedup"] > 1.03 and deepseek[2]["speedup_if_shared"] > 1.1
+    assert by_shape["deepseek-v3:tp8"]["token_ranges"] == [[1, 2]]
+    qwen = {row["m"]: row for row in by_shape["qwen3-30b-a3b:tp1"]["measured"]}
+    # Qwen3 M = 8: 1.08x uniform, 0.54x with shared routing (vLLM 29.5 µs against ours 54.9): vLLM's kernel stays
+    assert qwen[8]["speedup"] > 1.03 and qwen[8]["speedup_if_shared"] < 0.6
+    assert by_shape["qwen3-30b-a3b:tp1"]["token_ranges"] == [[1, 1]]
+
+
 def _write_csv(path: Path, rows: list[dict[str, str]]) -> Path:
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for row in rows for k in row)), restval="")
@@ -79,14 +96,14 @@ def _write_csv(path: Path, rows: list[dict[str, str]]) -> Path:
 
 
 def test_without_an_m1_row_no_m_above_one_gets_our_kernel(tmp_path: Path) -> None:
-    rows = [r for r in csv.DictReader(DEFAULT_CSV.open()) if r["shape"] == "llama-4-maverick:tp8" and r["M"] != "1"]
+    rows = [r for r in csv.DictReader(PRE_SHARED_CSV.open()) if r["shape"] == "llama-4-maverick:tp8" and r["M"] != "1"]
     (row,) = build_table(_write_csv(tmp_path / "no_m1.csv", rows), 1.03)["rows"]
     assert row["token_ranges"] == [] and any(m["speedup"] > 1.03 for m in row["measured"])
 
 
 @pytest.mark.parametrize(("vllm_shared_us", "ranges"), [(60.0, [[1, 1], [8, 8]]), (30.0, [[1, 1]])])
 def test_measured_shared_routing_replaces_the_m1_floor(tmp_path: Path, vllm_shared_us: float, ranges: list) -> None:
-    rows = [r for r in csv.DictReader(DEFAULT_CSV.open()) if r["shape"] == "qwen3-30b-a3b:tp1"]
+    rows = [r for r in csv.DictReader(PRE_SHARED_CSV.open()) if r["shape"] == "qwen3-30b-a3b:tp1"]
     for row in rows:  # a bench CSV with the shared-routing columns (bench_fused_moe since 2026-12-01c)
         row["ours_shared_us"], row["vllm_shared_us"] = ("54.88", str(vllm_shared_us)) if row["M"] == "8" else ("", "")
     (row,) = build_table(_write_csv(tmp_path / "shared.csv", rows), 1.03)["rows"]
