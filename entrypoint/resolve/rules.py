@@ -62,7 +62,10 @@ RULES: tuple[Rule, ...] = (
             "/ 1.056 / 1.066 at 1 / 8 / 16 / 32 / 64 concurrent requests (spread <= 5.6%): no crossover up to 64; "
             "a second lease (h200_e2e_2026-12-01b.csv): 1.153 / 1.085 / 1.024 / 1.064 / 1.070 at 1 / 2 / 4 / 8 / 64 "
             "(two engines of one configuration within 0.3-0.8%); a third (h200_e2e_2026-12-01c.csv) repeated "
-            "plan_vllm_kernel and LMI-equivalent within 1.1% of the second at 1; "
+            "plan_vllm_kernel and LMI-equivalent within 1.1% of the second at 1; a fourth (h200_e2e_2026-12-01d.csv, "
+            "all rows in one lease): 1.144 / 1.085 / 1.015 / 1.055 / 1.059 without our kernel and 1.255 / 1.078 / "
+            "1.017 / 1.059 / 1.072 with it (the image's plan), 1.101 / 0.996 / 1.111 / 0.993 / 1.002 of "
+            "LMI-equivalent; "
             "the earlier rows without torch.compile (2026-11-30, h200_e2e_compile-none_2026-11-30.csv): 1.135 "
             "Qwen3, 1.092 Nemotron-3-Nano, 1.056 Mixtral-8x7B at 1; 0.970 / 0.995 / 0.990 at 64, inside the spread"
         ),
