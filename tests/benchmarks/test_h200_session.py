@@ -18,7 +18,7 @@ import pytest
 from tests.conftest_paths import REPO
 
 SCRIPT = REPO / "benchmarks" / "device" / "h200_session.sh"
-QUEUE_A = ["e2e-qwen-plugin", "e2e-qwen-attention", "own-kernels", "test-gpu", "e2e-nemotron"]
+QUEUE_A = ["test-gpu", "e2e-nemotron"]
 QUEUE_B = ["e2e-mixtral", "qwen-start"]
 
 
@@ -57,7 +57,7 @@ def test_two_gpus_run_both_queues_in_order_and_pack_their_results(tmp_path: Path
         console = tar.extractfile("A/e2e-nemotron/console.log").read().decode()
     # each step writes where `step` points OUT, with the budget the harness must stop by
     assert f"OUT={tmp_path}/run/A/e2e-nemotron" in console
-    assert "BUDGET_S=580 bash benchmarks/device/e2e.sh nemotron" in console
+    assert "BUDGET_S=1180 bash benchmarks/device/e2e.sh nemotron" in console
 
 
 def test_one_gpu_runs_queue_b_after_queue_a(tmp_path: Path) -> None:
@@ -67,11 +67,14 @@ def test_one_gpu_runs_queue_b_after_queue_a(tmp_path: Path) -> None:
 
 
 def test_a_step_starts_only_when_its_minimum_time_is_left(tmp_path: Path) -> None:
-    # 270 s: too little for make test-gpu and the 300 s steps, enough for the own-kernels bench (240)
-    status, _ = _session(tmp_path, gpus=2, deadline_s=270)
-    assert _steps(status, "A", "skipped") == [step for step in QUEUE_A if step != "own-kernels"]
-    assert _steps(status, "A", "rc=0") == ["own-kernels"]
-    assert _steps(status, "B", "skipped") == QUEUE_B
+    # 400 s: too little for make test-gpu (450), enough for the 300 s steps
+    status, _ = _session(tmp_path, gpus=2, deadline_s=400)
+    assert _steps(status, "A", "skipped") == ["test-gpu"]
+    assert _steps(status, "A", "rc=0") == ["e2e-nemotron"]
+    assert _steps(status, "B", "rc=0") == QUEUE_B
+    # 250 s: too little for any of them
+    status, _ = _session(tmp_path / "short", gpus=2, deadline_s=250)
+    assert _steps(status, "A", "skipped") == QUEUE_A and _steps(status, "B", "skipped") == QUEUE_B
 
 
 def test_a_second_start_while_running_collects_instead_of_restarting(tmp_path: Path) -> None:
