@@ -151,6 +151,7 @@ ENV PYTHONUNBUFFERED=1 \
     TRITON_CACHE_DIR=/tmp/.cache/triton \
     TRITON_CACHE_MANAGER=kernels.triton_cache:BakedFirstCacheManager \
     MOE_BAKED_TRITON_CACHE=/opt/moe-serving/triton-cache \
+    MOE_BAKED_COMPILE_CACHE=/opt/moe-serving/compile-cache \
     MOE_SERVING_KERNEL_CONFIGS=/opt/moe-serving/kernel-configs \
     VLLM_NO_USAGE_STATS=1 \
     DO_NOT_TRACK=1 \

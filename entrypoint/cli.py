@@ -1,4 +1,4 @@
-"""`python -m entrypoint {resolve,serve,run-local}`: argument parsing and exit codes only."""
+"""`python -m entrypoint {resolve,serve,bake-cache,run-local}`: argument parsing and exit codes only."""
 
 from __future__ import annotations
 
@@ -48,6 +48,15 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="bind address (default 0.0.0.0)")
     serve.add_argument("--port", type=int, help="port (default ${SAGEMAKER_BIND_TO_PORT:-8080})")
 
+    bake = commands.add_parser(
+        "bake-cache",
+        help="start what serve runs once (on 127.0.0.1), send requests of every shape class, stop, and leave the "
+        "compile caches it made in --out with a manifest: the image's compile-cache layer (run it on the GPU host)",
+    )
+    _model_arguments(bake)
+    bake.add_argument("--out", type=Path, required=True, help="an empty or new folder for the layer")
+    bake.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for /health (default 3600)")
+
     local = commands.add_parser("run-local", help="serve the embedded tiny MoE model on 127.0.0.1 (CPU engine)")
     local.add_argument("--port", type=int, help="port (default ${SAGEMAKER_BIND_TO_PORT:-8080})")
     return parser
@@ -77,6 +86,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             from entrypoint.serve import serve_main
 
             return serve_main(args)
+        if args.command == "bake-cache":
+            from entrypoint.bake_cache import bake, bake_plan
+
+            bake(bake_plan(args.model, args.properties), args.out, args.timeout)
+            return 0
         from entrypoint.run_local import main as run_local_main
 
         return run_local_main(args)

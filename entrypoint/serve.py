@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import NoReturn
 
+from entrypoint.compile_cache import seed
 from entrypoint.resolve.plan import Plan
 from entrypoint.resolve.render import Layout, render_plan
 
@@ -102,6 +103,7 @@ def serve_main(ns: argparse.Namespace) -> NoReturn:
         log.info("%s", line)
     argv = vllm_command(plan)
     env = vllm_environment(plan, os.environ)
+    log.info("%s", seed(plan, env))
     # exec replaces this process: anything still buffered would be lost.
     sys.stdout.flush()
     sys.stderr.flush()

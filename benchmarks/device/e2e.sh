@@ -90,8 +90,10 @@ case "$PHASE" in
   qwen-start)  # the plan's start only, from empty / warm / copied / baked caches; the bake runs here, with this
              # host's Triton (a cache baked elsewhere with another Triton build misses: docs/results/e2e.md)
              bake qwen3-30b-a3b:tp1
+             # --layer-start: then `python -m entrypoint bake-cache` (what `make cache-layer` runs in the image) and a
+             # start seeded from its layer, probed with every workload shape and seeded top-p batches (issue 14 item 3)
              ARGS=(--models qwen3-30b-a3b-fp8-static --backends plan --conc 1 --reps 1 --long-input-len 0
-                   --warm-restart plan --start-breakdown plan --baked-cache "$BAKED") ;;
+                   --warm-restart plan --start-breakdown plan --baked-cache "$BAKED" --layer-start) ;;
   qwen-plugin) # issue 15: the plan (our kernel at the dispatch table's M) against the plan without it, LMI-equivalent
              # and vLLM's own choice, at the concurrencies the issue names
              ARGS=(--models qwen3-30b-a3b-fp8-static --backends plan,plan_vllm_kernel,triton,auto --conc 1,2,4,8,64

@@ -98,7 +98,8 @@ queue_a() {
 queue_b() {
   local q=$1
   step "$q" e2e-mixtral 300 660 env BUDGET_S=640 bash benchmarks/device/e2e.sh mixtral
-  step "$q" qwen-start 300 480 env BUDGET_S=460 bash benchmarks/device/e2e.sh qwen-start
+  # empty / warm / copied / baked starts (~400 s on 2026-12-01) + the compile-cache layer's bake and start (~250 s)
+  step "$q" qwen-start 300 720 env BUDGET_S=700 bash benchmarks/device/e2e.sh qwen-start
 }
 
 wanted() {  # wanted STEP: listed in X8_STEPS (space-separated), or X8_STEPS unset

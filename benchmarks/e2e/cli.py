@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -73,6 +74,7 @@ class RunArgs:
     stream_check: dict[str, int] | None = None  # conc, input_len, output_len, reps (plan backend only)
     start_breakdown: tuple[str, ...] = ()  # backends whose start is also measured warm, copied and baked
     baked_cache: Path | None = None  # a `kernels.aot bake` output: the image's baked Triton cache
+    layer_start: bool = False  # the start breakdown also bakes a compile-cache layer and starts from it
     options: dict[str, str] = field(default_factory=dict)  # --option: LMI options of every served row
     plan_num_gpus: int | None = None  # num_gpus= for build_plan (with --plan-gpu: plan 8 GPUs on a machine without)
     plan_vllm_version: str | None = None  # vllm_version= for build_plan (default: the installed vLLM)
@@ -126,6 +128,9 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--start-breakdown", default="", help="backends whose start is also timed warm, from copied "
                    "caches and from --baked-cache (served engine only), e.g. plan")  # fmt: skip
     p.add_argument("--baked-cache", type=Path, default=None, help="a `python -m kernels.aot bake` cache folder")
+    p.add_argument("--layer-start", action="store_true",
+                   help="the plan's start breakdown also runs `python -m entrypoint bake-cache` and starts from that "
+                        "layer (make cache-layer's image), counting compiles at start and while probed")  # fmt: skip
     p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     p.add_argument("--max-num-seqs", type=int, default=0, help="default: the largest concurrency")
     p.add_argument("--engine-arg", type=_engine_arg, action="append", default=[],
@@ -218,6 +223,7 @@ def parse_run_args(argv: Sequence[str]) -> RunArgs:
         stream_check=stream_check,
         start_breakdown=breakdown,
         baked_cache=ns.baked_cache,
+        layer_start=ns.layer_start,
         options=options,
         plan_num_gpus=ns.plan_num_gpus,
         plan_vllm_version=ns.plan_vllm_version,
@@ -390,6 +396,7 @@ def _served(
     stream_check: dict[str, int] | None,
     engines_log: Path,
     jit_probe: bool = False,
+    sampler_probe: tuple[int, ...] = (),
 ) -> runner.JobResult:
     """One start of the served engine (python -m entrypoint serve's argv and env), measured unless start_only;
     `jit_probe`: a start-only run that then sends one short batch per workload shape and counts the compiles."""
@@ -406,6 +413,7 @@ def _served(
         "soft_deadline": time.time() + timeout - 20, "result_path": str(args.work_dir / f"{stem}.jsonl"),
         "stream_check": stream_check, "first_request_len": min(512, max_model_len(args) - 8),
         "jit_probe": list(dict.fromkeys((w.input_len, w.conc) for w in args.workloads)) if jit_probe else None,
+        "sampler_probe": list(sampler_probe),
     }  # fmt: skip
     Path(job["result_path"]).unlink(missing_ok=True)
     status, wall = runner.run_job(job, cmd.env, args.work_dir / f"{stem}.log", timeout, worker=SERVED_WORKER)
@@ -452,9 +460,62 @@ def _start_breakdown(
               f"start {moe_kernels_by_rank(jit['jit_at_start_by_rank'], jit['rank_cache_dirs']) or '-'}"
               + (f", after start {moe_kernels_by_rank(jit['jit_while_serving_by_rank'], jit['rank_cache_dirs'])}"
                  if probe else ""))  # fmt: skip
+    if args.layer_start and j.setup.backend == "plan" and budget.allows(2 * runner.estimate_start_s(
+            j.model, j.setup, served=True) + 120):  # fmt: skip
+        rows.append({**_layer_start(args, j, run_dir, cache, budget, engines_log), **facts})
     report.append_start_rows(rows, args.out_dir / "start_breakdown.csv")
     report.plot_start_breakdown(report.read_start_rows(args.out_dir / "start_breakdown.csv"),
                                 args.out_dir / "start_breakdown.png")  # fmt: skip
+
+
+def _layer_start(
+    args: RunArgs, j: PlannedJob, run_dir: Path, cache: Path, budget: runner.Budget, engines_log: Path
+) -> dict[str, Any]:
+    """The image with its compile-cache layer (`make cache-layer`): `python -m entrypoint bake-cache` here with the
+    row's options, then a start from empty caches seeded from that layer as `serve` seeds them
+    (entrypoint.compile_cache.seed), probed with every workload shape and seeded top-p batches; its row counts what
+    still compiled at start and after."""
+    from entrypoint import bake_traffic, compile_cache
+
+    model_dir = tokenizer.prepare_model_dir(run_dir, args.work_dir)
+    layer = cache.with_name(cache.name + "-layer")
+    shutil.rmtree(layer, ignore_errors=True)
+    options = {"MOE_SERVING_DEFAULT_PROPERTIES": str(served.IMAGE_DEFAULT_PROPERTIES), **served_options(args)}
+    flashinfer = args.work_dir / "flashinfer"
+    env = {**runner.engine_env(os.environ, j.setup, layer.with_name(layer.name + "-unused"), {}, flashinfer), **options}
+    timeout = max(60.0, min(job_timeout(args, j.model, j.setup.backend) + 300, budget.left() / 2))
+    log = args.work_dir / f"{j.model}.plan.bake-cache.log"
+    argv = [sys.executable, "-m", "entrypoint", "bake-cache", "--model", str(model_dir), "--out", str(layer),
+            "--timeout", str(int(timeout))]  # fmt: skip
+    t0 = time.perf_counter()
+    with log.open("w") as out:
+        try:
+            code = subprocess.run(argv, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=timeout + 120).returncode
+        except subprocess.TimeoutExpired:
+            code = -1
+    with engines_log.open("a") as f:
+        f.write(f"\n===== {j.model}.plan.bake-cache: rc {code} after {time.perf_counter() - t0:.0f} s =====\n")
+        f.write(condense(log.read_text(errors="replace")))
+    if code != 0:
+        print(f"e2e: {j.model} plan: bake-cache failed (rc {code}, {log})")
+        failed = runner.JobResult(status="failed", error=f"bake-cache rc {code}")
+        return report.start_row(j.model, j.setup.backend, "layer", failed, args.compile_mode)
+    where = cache.with_name(cache.name + "-from-layer")
+    runner.reset_cache(where)
+    env = runner.engine_env(os.environ, j.setup, where, {compile_cache.LAYER_ENV: str(layer)}, flashinfer)
+    # the plan serve resolves here (GPU detected, as the bake detected it), and the one line serve logs
+    plan = served.served_plan(model_dir, env, port=free_port(), options=served_options(args))
+    print(f"e2e: {j.model} plan: bake-cache {time.perf_counter() - t0:.0f} s; {compile_cache.seed(plan, env)}")
+    timeout = max(30.0, min(job_timeout(args, j.model, j.setup.backend), budget.left() - 10))
+    # seeded batches of 8 and 16 (the CPU engine: 8 only, bake_traffic.SEEDED_CHUNK_CRASH)
+    sizes = (bake_traffic.CPU_MAX_SAMPLED_BATCH,) if plan.gpu.kind == "cpu" else (8, 16)
+    result = _served(args, j, run_dir, env, where, timeout, "layer", True, None, engines_log, jit_probe=True,
+                     sampler_probe=sizes)  # fmt: skip
+    jit = report.jit_events(result)
+    print(f"e2e: {j.model} plan: start from the layer: {result.start_s} s; compiled at start "
+          f"{sum(jit['jit_at_start'].values()) if jit.get('jit_at_start') else 0}, while serving the probe "
+          f"{sum(jit['jit_while_serving'].values()) if jit.get('jit_while_serving') else 0}")  # fmt: skip
+    return report.start_row(j.model, j.setup.backend, "layer", result, args.compile_mode)
 
 
 def _collected(

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from entrypoint.resolve.engine_args import flag_value
+
 MULTICAST_OFF: dict[str, str] = {
     "NCCL_NVLS_ENABLE": "0",
     "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
@@ -51,19 +53,10 @@ class Split:
         return text + (f"ep{self.ranks}" if self.expert_parallel else "")
 
 
-def _flag_value(argv: Sequence[str], flag: str) -> str | None:
-    for i, arg in enumerate(argv):
-        if arg == flag and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith(flag + "="):
-            return arg.split("=", 1)[1]
-    return None
-
-
 def split_of(argv: Sequence[str]) -> Split:
     """The split an engine argv asks for (vLLM's defaults where a flag is absent)."""
-    tp = int(_flag_value(argv, "--tensor-parallel-size") or 1)
-    dp = int(_flag_value(argv, "--data-parallel-size") or 1)
+    tp = int(flag_value(argv, "--tensor-parallel-size") or 1)
+    dp = int(flag_value(argv, "--data-parallel-size") or 1)
     return Split(tp, dp, "--enable-expert-parallel" in argv)
 
 

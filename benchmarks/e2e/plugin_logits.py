@@ -41,7 +41,8 @@ from typing import Any
 
 from benchmarks.e2e import backends as be
 from benchmarks.e2e import random_checkpoint, runner, served, spec, tokenizer
-from benchmarks.e2e.served_worker import Prompts, stop, wait_ready
+from benchmarks.e2e.served_worker import Prompts, wait_ready
+from entrypoint.bake_cache import stop_server
 from tools.local_server import free_port
 
 # In start order. The first engine compiles (torch.compile, Triton) into the run's shared cache, the next two load
@@ -104,7 +105,7 @@ def run_row(
             print(f"  ready in {seconds:.0f} s; {len(prompts)} prompts x {args.tokens} tokens", flush=True)
             return generate(port, model, prompts, args.tokens, args.top)
         finally:
-            stop(server)
+            stop_server(server, timeout_s=30)
 
 
 def model_dir_for(args: argparse.Namespace) -> tuple[Path, str]:

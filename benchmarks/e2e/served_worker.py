@@ -31,6 +31,7 @@ from benchmarks.e2e.httpload import run_batch
 from benchmarks.e2e.jitcount import compiled_kernels, rank_dirs
 from benchmarks.e2e.tokenizer import words
 from benchmarks.e2e.worker import EventLog, job_main
+from entrypoint.bake_cache import stop_server
 
 faulthandler.register(signal.SIGUSR1, all_threads=True)
 COMPLETIONS = "/v1/completions"
@@ -97,17 +98,6 @@ class Prompts:
         return [self.rng.randrange(100, self.vocab - 100) for _ in range(n)]
 
 
-def stop(server: subprocess.Popen[bytes]) -> int:
-    if server.poll() is None:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-    return server.returncode
-
-
 def measure(job: dict[str, Any], events: EventLog, port: int, prompts: Prompts) -> bool:
     """Warm-up, then every workload × rep; False when the soft deadline cut it short."""
     model, deadline = job["served_model"], float(job["soft_deadline"])
@@ -172,10 +162,10 @@ def stream_check(job: dict[str, Any], events: EventLog, port: int, prompts: Prom
                         failed=len(bad), first_error=bad[0] if bad else "")  # fmt: skip
 
 
-def sampler_probe(job: dict[str, Any], port: int, prompts: Prompts) -> int:
+def sampler_probe(job: dict[str, Any], port: int, prompts: Prompts, sizes: tuple[int, ...] = (8, 16)) -> int:
     """Seeded top-p/top-k batches of 8 and more: the sampling variants vLLM compiles on first use."""
     model, ok = job["served_model"], 0
-    for conc in (8, 16):
+    for conc in sizes:
         bodies = [completion_body(model, prompts.ids(32), 4, temperature=0.8, top_p=0.9, top_k=50, seed=i)
                   for i in range(conc)]  # fmt: skip
         results, _ = run_batch(port, COMPLETIONS, bodies, "sse")
@@ -226,6 +216,8 @@ def run(job: dict[str, Any]) -> int:
                         triton_compiled_while_serving_by_rank=serving.new_by_rank(after_start))  # fmt: skip
         elif job.get("jit_probe"):
             probe_ok = jit_probe(job, port, prompts)
+            if job.get("sampler_probe"):  # the seeded batches too: "nothing compiles after start" covers them
+                probe_ok += sampler_probe(job, port, prompts, tuple(job["sampler_probe"]))
             serving = compiled_kernels(caches)
             events.emit("serving_compiles", jit_probe_requests_ok=probe_ok,
                         triton_compiled_while_serving=serving.new_since(after_start),
@@ -233,7 +225,7 @@ def run(job: dict[str, Any]) -> int:
         events.emit("done", truncated=not complete)
         return 0
     finally:
-        code = stop(server)
+        code = stop_server(server, timeout_s=30)
         events.emit("server_stopped", exit_code=code)
         sys.stdout.write(server_log.read_text(errors="replace"))
         sys.stdout.flush()

@@ -216,13 +216,13 @@ def test_the_start_breakdown_probes_the_baked_start_with_real_requests(tmp_path:
     baked.mkdir()
     argv = [sys.executable, "-m", "benchmarks.e2e", "run", "--models", str(model), "--backends", "plan",
             "--conc", "1,2", "--input-len", "16", "--output-len", "4", "--long-input-len", "0", "--reps", "1",
-            "--start-breakdown", "plan", "--baked-cache", str(baked), "--out-dir", str(out),
+            "--start-breakdown", "plan", "--baked-cache", str(baked), "--layer-start", "--out-dir", str(out),
             "--work-dir", str(tmp_path / "work"), "--budget-s", "600"]  # fmt: skip
     done = subprocess.run(argv, cwd=REPO, env={**os.environ, **CPU_ENV_DEFAULTS}, capture_output=True, text=True,
                           timeout=700)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     starts = {r["mode"]: r for r in csv.DictReader((out / "start_breakdown.csv").open())}
-    assert list(starts) == ["empty", "warm", "copied", "baked"]
+    assert list(starts) == ["empty", "warm", "copied", "baked", "layer"]
     assert all(r["status"] == "ok" and r["split"] == "tp1" for r in starts.values())
     raw = json.loads((out / "h200_e2e_raw.json").read_text())
     assert raw[0]["split"] == "tp1" and raw[0]["argv"][1:4] == ["-m", "entrypoint.serve", "serve"]
@@ -230,3 +230,8 @@ def test_the_start_breakdown_probes_the_baked_start_with_real_requests(tmp_path:
     (probe,) = [e for e in events if e["event"] == "serving_compiles"]
     assert probe["jit_probe_requests_ok"] == 3  # one batch of 1 and one of 2: every request answered
     assert "triton_compiled_while_serving_by_rank" in probe
+    # the layer: made by `python -m entrypoint bake-cache` with the row's options, and seeded as serve seeds it
+    assert "plan: bake-cache " in done.stdout and "compile cache: seeded VLLM_CACHE_ROOT" in done.stdout, done.stdout
+    layer = [json.loads(line) for line in (tmp_path / "work" / f"{model.name}.plan.layer.jsonl").open()]
+    (probe,) = [e for e in layer if e["event"] == "serving_compiles"]
+    assert probe["jit_probe_requests_ok"] == 3 + 8  # the workload shapes, then one seeded batch of 8 (CPU engine)

@@ -53,6 +53,7 @@ class Container:
     model: Path | None = None
     user: str | None = None
     command: tuple[str, ...] = ("serve",)
+    image: str = IMAGE
     port: int = field(default_factory=free_port)
     cid: str | None = None
     started_at: float = 0.0
@@ -70,7 +71,7 @@ class Container:
             args += ["-v", f"{self.model}:{MODEL_MOUNT}:ro"]
         if self.user is not None:
             args += ["--user", self.user]
-        return [*args, IMAGE, *self.command]
+        return [*args, self.image, *self.command]
 
     def start(self) -> Container:
         docker("rm", "-f", self.name, check=False)

@@ -1,0 +1,121 @@
+"""`python -m entrypoint bake-cache --out DIR`: one start of what `serve` runs, its traffic, and the caches it made.
+
+Runs the plan `serve` would exec (same resolver, argv and environment; on 127.0.0.1 and a free port) with its cache
+variables pointing into DIR, waits for /health, sends entrypoint.bake_traffic's requests, stops the server and writes
+DIR/manifest.json (what the layer was made for: entrypoint.compile_cache). On a GPU host with the image this is
+`make cache-layer`; docs/image.md has the steps.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from entrypoint import bake_traffic, compile_cache
+from entrypoint.errors import ConfigError
+from entrypoint.resolve.engine_args import flag_value
+from entrypoint.resolve.plan import Plan
+from entrypoint.serve import fetch_if_remote, plan_log_lines, vllm_command, vllm_environment
+
+log = logging.getLogger("entrypoint.bake_cache")
+LOCAL_HOST = "127.0.0.1"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind((LOCAL_HOST, 0))
+        return int(s.getsockname()[1])
+
+
+def bake_plan(model: str | None, properties: Path | None) -> Plan:
+    """What `serve` would run for these inputs, listening on 127.0.0.1 and a free port (where it listens is not part
+    of what compiles: compile_cache.plan_digest leaves it out)."""
+    from entrypoint.planning import build_plan
+
+    return build_plan(model=model, properties=properties, host=LOCAL_HOST, port=_free_port())
+
+
+def _health(port: int) -> int | None:
+    try:
+        conn = http.client.HTTPConnection(LOCAL_HOST, port, timeout=2)
+        conn.request("GET", "/health")
+        return conn.getresponse().status
+    except OSError:
+        return None
+
+
+def _served_model(port: int) -> str:
+    conn = http.client.HTTPConnection(LOCAL_HOST, port, timeout=10)
+    conn.request("GET", "/v1/models")
+    return str(json.loads(conn.getresponse().read())["data"][0]["id"])
+
+
+def _model_limits(plan: Plan) -> tuple[int, int, int]:
+    """vocab size, max_model_len, max_num_seqs of this plan (argv first, then the checkpoint's config.json)."""
+    config_path = Path(plan.model) / "config.json"
+    config = json.loads(config_path.read_text()) if config_path.is_file() else {}
+    text = config.get("text_config", config)
+    vocab = int(text.get("vocab_size") or config.get("vocab_size") or 32000)
+    max_len = int(flag_value(plan.vllm_args, "--max-model-len") or text.get("max_position_embeddings") or 4096)
+    max_seqs = int(flag_value(plan.vllm_args, "--max-num-seqs") or 256)
+    return vocab, max_len, max_seqs
+
+
+def stop_server(server: subprocess.Popen[bytes], timeout_s: float = 60) -> int:
+    """SIGTERM (vLLM shuts down cleanly), then SIGKILL after timeout_s; the exit status."""
+    if server.poll() is None:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+    return server.returncode
+
+
+def bake(plan: Plan, out: Path, timeout_s: float) -> dict:
+    """Start, warm, stop; returns the manifest. The caches go to out/{vllm,torchinductor,triton}."""
+    for name in (*compile_cache.CACHE_DIRS, compile_cache.MANIFEST):
+        if (out / name).exists() and (not (out / name).is_dir() or any((out / name).iterdir())):
+            raise ConfigError("bake-cache --out", str(out), f"{out / name} exists already", "an empty or new folder")
+    out.mkdir(parents=True, exist_ok=True)
+    plan = fetch_if_remote(plan, os.environ)
+    port = int(flag_value(plan.vllm_args, "--port") or 0)
+    if flag_value(plan.vllm_args, "--host") != LOCAL_HOST or not port:
+        raise ValueError(f"a bake's plan listens on {LOCAL_HOST} and a port: build it with bake_plan()")
+    argv = vllm_command(plan)
+    env = {**vllm_environment(plan, os.environ), **compile_cache.cache_env(out)}
+    for line in plan_log_lines(plan):
+        log.info("%s", line)
+    log.info("bake-cache: starting the plan's server on %s:%d, caches under %s", LOCAL_HOST, port, out)
+    t0 = time.perf_counter()
+    server = subprocess.Popen(argv, env=env)
+    try:
+        deadline = time.time() + timeout_s
+        while _health(port) != 200:
+            if server.poll() is not None:
+                raise RuntimeError(f"the server exited with {server.returncode} before /health answered 200")
+            if time.time() > deadline:
+                raise TimeoutError(f"no /health 200 within {timeout_s:.0f} s")
+            time.sleep(0.5)
+        log.info("bake-cache: server up after %.0f s; sending the bake's requests", time.perf_counter() - t0)
+        vocab, max_len, max_seqs = _model_limits(plan)
+        sampled_cap = None
+        if plan.gpu.kind == "cpu":
+            sampled_cap = bake_traffic.CPU_MAX_SAMPLED_BATCH
+            log.info("bake-cache: seeded batches capped at %d (auto: %s)", sampled_cap, bake_traffic.SEEDED_CHUNK_CRASH)
+        traffic = bake_traffic.batches(_served_model(port), vocab, max_len, max_seqs, sampled_cap)
+        answered = bake_traffic.send(port, traffic)
+    finally:
+        stop_server(server)
+    manifest = compile_cache.write_manifest(out, plan, answered, time.perf_counter() - t0)
+    log.info("bake-cache: %d requests in %d batches; wrote %s (%s)", answered, len(traffic),
+             out / compile_cache.MANIFEST, json.dumps(manifest["folders"]))  # fmt: skip
+    return manifest

@@ -1,0 +1,50 @@
+"""`python -m entrypoint bake-cache` on the real CPU engine: the plan's server starts, takes every batch of the
+bake's traffic, stops, and leaves a layer whose key is exactly what `serve` of the same inputs computes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from entrypoint import bake_traffic, compile_cache
+from entrypoint.planning import build_plan
+from tools.local_server import CPU_ENV, REPO
+
+
+def bake(model: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **CPU_ENV, "PYTHONUNBUFFERED": "1"}
+    argv = [
+        sys.executable,
+        "-m",
+        "entrypoint",
+        "bake-cache",
+        "--model",
+        str(model),
+        "--out",
+        str(out),
+        "--timeout",
+        "240",
+    ]
+    return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_bake_cache_serves_every_batch_and_writes_a_layer_serve_accepts(tiny_model: Path, tmp_path: Path) -> None:
+    out = tmp_path / "layer"
+    run = bake(tiny_model, out)
+    assert run.returncode == 0, run.stderr[-4000:]
+    manifest = json.loads((out / compile_cache.MANIFEST).read_text())
+    config = json.loads((tiny_model / "config.json").read_text())
+    sent = bake_traffic.batches("m", config["vocab_size"], 512, 256, bake_traffic.CPU_MAX_SAMPLED_BATCH)
+    assert manifest["bake_requests"] == sum(len(b.bodies) for b in sent)  # every request answered 200
+    assert "seeded batches capped at 8 (auto: " in run.stderr  # the CPU engine's decision, with its reason
+    # what serve plans for the same model (listening on 0.0.0.0:8080) has the layer's key: serve would seed it
+    serve_plan = build_plan(model=str(tiny_model), environ={**os.environ, **CPU_ENV})
+    assert manifest["key"] == compile_cache.key_for(serve_plan).__dict__
+    env = {**compile_cache.cache_env(tmp_path / "run"), compile_cache.LAYER_ENV: str(out)}
+    assert compile_cache.seed(serve_plan, env).startswith("compile cache: seeded ")
+    # the server is gone, and a second bake into the same folder is refused before anything starts
+    again = bake(tiny_model, out)
+    assert again.returncode == 2 and f"{out / 'vllm'} exists already. Accepted: an empty or new folder" in again.stderr
