@@ -57,15 +57,43 @@ def _served_model(port: int) -> str:
     return str(json.loads(conn.getresponse().read())["data"][0]["id"])
 
 
-def _model_limits(plan: Plan) -> tuple[int, int, int]:
-    """vocab size, max_model_len, max_num_seqs of this plan (argv first, then the checkpoint's config.json)."""
+# When neither the argv nor config.json says: vLLM's own defaults on a large GPU, a common vocabulary.
+DEFAULT_MAX_NUM_SEQS = 1024
+DEFAULT_MAX_MODEL_LEN = 4096
+DEFAULT_VOCAB = 32000
+
+
+def model_limits(plan: Plan) -> tuple[int, int, int]:
+    """vocab size, max_model_len, max_num_seqs of this plan (argv first, then the checkpoint's config.json); a
+    default taken is logged."""
     config_path = Path(plan.model) / "config.json"
     config = json.loads(config_path.read_text()) if config_path.is_file() else {}
     text = config.get("text_config", config)
-    vocab = int(text.get("vocab_size") or config.get("vocab_size") or 32000)
-    max_len = int(flag_value(plan.vllm_args, "--max-model-len") or text.get("max_position_embeddings") or 4096)
-    max_seqs = int(flag_value(plan.vllm_args, "--max-num-seqs") or 256)
+    found = {
+        "vocab_size": text.get("vocab_size") or config.get("vocab_size"),
+        "max_model_len": flag_value(plan.vllm_args, "--max-model-len") or text.get("max_position_embeddings"),
+        "max_num_seqs": flag_value(plan.vllm_args, "--max-num-seqs"),
+    }
+    defaults = {
+        "vocab_size": DEFAULT_VOCAB, "max_model_len": DEFAULT_MAX_MODEL_LEN, "max_num_seqs": DEFAULT_MAX_NUM_SEQS,
+    }  # fmt: skip
+    for name, value in found.items():
+        if value is None:
+            log.info("bake-cache: %s = %d (auto: neither the argv nor %s says)", name, defaults[name], config_path)
+    vocab, max_len, max_seqs = (int(found[n] or defaults[n]) for n in ("vocab_size", "max_model_len", "max_num_seqs"))
     return vocab, max_len, max_seqs
+
+
+class BakeFailed(RuntimeError):
+    """The bake's server died, never answered, or was stopped: no layer is written."""
+
+
+class _Terminated(BakeFailed):
+    """SIGTERM while baking: unwinds through `finally`, so the server started here is stopped too."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise _Terminated(f"bake-cache: signal {signum}")
 
 
 def stop_server(server: subprocess.Popen[bytes], timeout_s: float = 60) -> int:
@@ -85,7 +113,11 @@ def bake(plan: Plan, out: Path, timeout_s: float) -> dict:
     for name in (*compile_cache.CACHE_DIRS, compile_cache.MANIFEST):
         if (out / name).exists() and (not (out / name).is_dir() or any((out / name).iterdir())):
             raise ConfigError("bake-cache --out", str(out), f"{out / name} exists already", "an empty or new folder")
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        reason = f"cannot be made ({err.strerror})"
+        raise ConfigError("bake-cache --out", str(out), reason, "an empty or new folder") from None
     plan = fetch_if_remote(plan, os.environ)
     port = int(flag_value(plan.vllm_args, "--port") or 0)
     if flag_value(plan.vllm_args, "--host") != LOCAL_HOST or not port:
@@ -96,17 +128,18 @@ def bake(plan: Plan, out: Path, timeout_s: float) -> dict:
         log.info("%s", line)
     log.info("bake-cache: starting the plan's server on %s:%d, caches under %s", LOCAL_HOST, port, out)
     t0 = time.perf_counter()
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
     server = subprocess.Popen(argv, env=env)
     try:
         deadline = time.time() + timeout_s
         while _health(port) != 200:
             if server.poll() is not None:
-                raise RuntimeError(f"the server exited with {server.returncode} before /health answered 200")
+                raise BakeFailed(f"the server exited with {server.returncode} before /health answered 200")
             if time.time() > deadline:
-                raise TimeoutError(f"no /health 200 within {timeout_s:.0f} s")
+                raise BakeFailed(f"no /health 200 within {timeout_s:.0f} s")
             time.sleep(0.5)
         log.info("bake-cache: server up after %.0f s; sending the bake's requests", time.perf_counter() - t0)
-        vocab, max_len, max_seqs = _model_limits(plan)
+        vocab, max_len, max_seqs = model_limits(plan)
         sampled_cap = None
         if plan.gpu.kind == "cpu":
             sampled_cap = bake_traffic.CPU_MAX_SAMPLED_BATCH
@@ -115,6 +148,9 @@ def bake(plan: Plan, out: Path, timeout_s: float) -> dict:
         answered = bake_traffic.send(port, traffic)
     finally:
         stop_server(server)
+        signal.signal(signal.SIGTERM, previous)
+    if answered == 0:
+        raise BakeFailed("the server answered none of the bake's requests: no layer written")
     manifest = compile_cache.write_manifest(out, plan, answered, time.perf_counter() - t0)
     log.info("bake-cache: %d requests in %d batches; wrote %s (%s)", answered, len(traffic),
              out / compile_cache.MANIFEST, json.dumps(manifest["folders"]))  # fmt: skip

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
 import random
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+log = logging.getLogger("entrypoint.bake_cache")
 PROMPT_LENGTHS = (1, 2, 3, 7, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 511, 512, 513, 1023,
                   1024, 1025, 2047, 2048, 4096, 8191, 8192)  # fmt: skip
 SAMPLED = (
@@ -86,14 +88,19 @@ def _post(port: int, body: dict[str, Any], timeout: float) -> tuple[int, str]:
 def send(port: int, plan: Sequence[Batch], timeout: float = 600.0) -> int:
     """Send every batch (its requests at once) and wait for each; returns the number of requests answered 200.
 
-    A request refused with 4xx (a prompt over a limit the plan does not show) is skipped; anything else raises."""
+    A request refused with 4xx (a prompt over a limit the plan does not show) is skipped and logged; anything else
+    raises."""
     answered = 0
     for batch in plan:
         with ThreadPoolExecutor(max_workers=len(batch.bodies)) as pool:
             results = list(pool.map(lambda b: _post(port, b, timeout), batch.bodies))
+        refused = [(status, text) for status, text in results if 400 <= status < 500]
         for status, text in results:
             if status == 200:
                 answered += 1
             elif not 400 <= status < 500:
                 raise RuntimeError(f"bake request '{batch.label}' got HTTP {status}: {text}")
+        if refused:
+            log.warning("bake-cache: '%s': %d of %d refused (first: HTTP %d %s)", batch.label, len(refused),
+                        len(results), *refused[0])  # fmt: skip
     return answered

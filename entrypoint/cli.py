@@ -89,7 +89,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "bake-cache":
             from entrypoint.bake_cache import bake, bake_plan
 
-            bake(bake_plan(args.model, args.properties), args.out, args.timeout)
+            try:
+                bake(bake_plan(args.model, args.properties), args.out, args.timeout)
+            except (RuntimeError, OSError) as exc:  # BakeFailed and a server error: its own log above says why
+                print(f"error: bake-cache: {exc}", file=sys.stderr)
+                return 1
             return 0
         from entrypoint.run_local import main as run_local_main
 

@@ -22,7 +22,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from entrypoint.redact import redact_args
+from entrypoint.redact import is_secret_env, is_secret_flag
 from entrypoint.resolve.plan import Plan
 
 # The layer's folders and the variables that name their run-time place (the image sets all three under /tmp).
@@ -52,16 +52,24 @@ class LayerKey:
         return [f"{name} {theirs[name]!r} (this start: {mine[name]!r})" for name in mine if mine[name] != theirs[name]]
 
 
-def plan_digest(plan: Plan) -> str:
+def compiled_args(plan: Plan) -> list[str]:
+    """The plan's vLLM arguments that decide what is compiled: not where it listens, not secrets (an API key changes
+    no kernel, and a digest of it would be a dictionary attack's target)."""
     args, skip = [], False
     for arg in plan.vllm_args:
+        name = arg.split("=", 1)[0]
         if skip:
             skip = False
-        elif arg in _NOT_COMPILED:
-            skip = True
-        elif not any(arg.startswith(f"{flag}=") for flag in _NOT_COMPILED):
+        elif name in _NOT_COMPILED or is_secret_flag(name):
+            skip = "=" not in arg
+        else:
             args.append(arg)
-    text = json.dumps({"args": args, "env": sorted(plan.env.items())})
+    return args
+
+
+def plan_digest(plan: Plan) -> str:
+    env = sorted((k, v) for k, v in plan.env.items() if not is_secret_env(k))
+    text = json.dumps({"args": compiled_args(plan), "env": env})
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -97,7 +105,7 @@ def write_manifest(root: Path, plan: Plan, requests: int, seconds: float) -> dic
     manifest = {
         "key": asdict(key_for(plan)),
         "made_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "vllm_args": list(redact_args(plan.vllm_args)),
+        "compiled_args": compiled_args(plan.redacted()),  # what a mismatch is explained against
         "bake_requests": requests,
         "bake_seconds": round(seconds, 1),
         "folders": folder_stats(root),
@@ -120,12 +128,16 @@ def seed(plan: Plan, environ: Mapping[str, str]) -> str:
         targets = ", ".join(f"{v}={environ.get(v, '-')}" for v in CACHE_DIRS.values())
         return f"compile cache: no baked layer at {layer} (made by `make cache-layer`); vLLM compiles into {targets}"
     try:
-        made_for = LayerKey(**json.loads((layer / MANIFEST).read_text())["key"])
+        manifest = json.loads((layer / MANIFEST).read_text())
+        made_for = LayerKey(**manifest["key"])
     except (ValueError, KeyError, TypeError) as err:
         return f"compile cache: baked layer at {layer} not used: unreadable {MANIFEST} ({err})"
     differences = key_for(plan).differences(made_for)
     if differences:
-        return f"compile cache: baked layer at {layer} not used: made for " + "; ".join(differences)
+        theirs, mine = manifest.get("compiled_args") or [], compiled_args(plan.redacted())
+        changed = [a for a in mine if a not in theirs] + [f"not {a}" for a in theirs if a not in mine]
+        detail = f" (arguments: {' '.join(changed)})" if changed else ""
+        return f"compile cache: baked layer at {layer} not used: made for " + "; ".join(differences) + detail
     targets = {folder: environ.get(variable) for folder, variable in CACHE_DIRS.items()}
     unset = [CACHE_DIRS[folder] for folder, target in targets.items() if not target]
     if unset:
@@ -133,13 +145,20 @@ def seed(plan: Plan, environ: Mapping[str, str]) -> str:
     busy = [f"{CACHE_DIRS[f]}={t}" for f, t in targets.items() if t and (layer / f).is_dir() and not _is_empty(Path(t))]
     if busy:
         return f"compile cache: baked layer at {layer} not used: {', '.join(busy)} already holds a cache, which wins"
-    t0, copied = time.perf_counter(), 0
-    for folder, target in targets.items():
-        if target and (layer / folder).is_dir():
-            shutil.copytree(layer / folder, target, symlinks=True, dirs_exist_ok=True)
-            copied += sum(p.stat().st_size for p in Path(target).rglob("*") if p.is_file())
+    t0, copied, seeded = time.perf_counter(), 0, []
+    try:
+        for folder, target in targets.items():
+            if target and (layer / folder).is_dir():
+                shutil.copytree(layer / folder, target, symlinks=True, dirs_exist_ok=True)
+                seeded.append(CACHE_DIRS[folder])
+                copied += sum(p.stat().st_size for p in Path(target).rglob("*") if p.is_file())
+    except OSError as err:  # a full or read-only /tmp: the layer is optional, the start goes on without it
+        for folder, target in targets.items():  # each was empty before: leave none half-filled
+            if target and (layer / folder).is_dir():
+                shutil.rmtree(target, ignore_errors=True)
+        return f"compile cache: baked layer at {layer} not used: copying it failed ({err}); vLLM compiles at start"
     took = time.perf_counter() - t0
     return (
-        f"compile cache: seeded {', '.join(CACHE_DIRS.values())} from {layer} (made for this plan on {made_for.gpu}, "
+        f"compile cache: seeded {', '.join(seeded) or 'nothing'} from {layer} (made for this plan on {made_for.gpu}, "
         f"vLLM {made_for.vllm}; {copied / 1e6:.0f} MB in {took:.1f} s)"
     )

@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -397,13 +398,15 @@ def _served(
     engines_log: Path,
     jit_probe: bool = False,
     sampler_probe: tuple[int, ...] = (),
+    detect_gpu: bool = False,
 ) -> runner.JobResult:
     """One start of the served engine (python -m entrypoint serve's argv and env), measured unless start_only;
     `jit_probe`: a start-only run that then sends one short batch per workload shape and counts the compiles."""
     model_dir = tokenizer.prepare_model_dir(run_dir, args.work_dir)
     port = free_port()
-    cmd = served.served_command(model_dir, j.setup, env, port=port, options=served_options(args), gpu=args.plan_gpu,
-                                num_gpus=args.plan_num_gpus, vllm_version=args.plan_vllm_version)  # fmt: skip
+    planned = {} if detect_gpu else {"gpu": args.plan_gpu, "num_gpus": args.plan_num_gpus,
+                                      "vllm_version": args.plan_vllm_version}  # fmt: skip
+    cmd = served.served_command(model_dir, j.setup, env, port=port, options=served_options(args), **planned)
     stem = f"{j.model}.{j.setup.backend}.{tag}"
     job = {
         "argv": list(cmd.argv), "served_model": str(model_dir), "port": port,
@@ -460,9 +463,13 @@ def _start_breakdown(
               f"start {moe_kernels_by_rank(jit['jit_at_start_by_rank'], jit['rank_cache_dirs']) or '-'}"
               + (f", after start {moe_kernels_by_rank(jit['jit_while_serving_by_rank'], jit['rank_cache_dirs'])}"
                  if probe else ""))  # fmt: skip
-    if args.layer_start and j.setup.backend == "plan" and budget.allows(2 * runner.estimate_start_s(
-            j.model, j.setup, served=True) + 120):  # fmt: skip
-        rows.append({**_layer_start(args, j, run_dir, cache, budget, engines_log), **facts})
+    if args.layer_start and j.setup.backend == "plan":
+        # the bake is one cold start plus its traffic, the layer start about a warm one
+        need = 2 * runner.estimate_start_s(j.model, j.setup, served=True) + 60
+        if budget.allows(need):
+            rows.append({**_layer_start(args, j, run_dir, cache, budget, engines_log), **facts})
+        else:
+            print(f"e2e: {j.model} plan: layer start skipped: {budget.left():.0f} s of budget left < ~{need:.0f} s")
     report.append_start_rows(rows, args.out_dir / "start_breakdown.csv")
     report.plot_start_breakdown(report.read_start_rows(args.out_dir / "start_breakdown.csv"),
                                 args.out_dir / "start_breakdown.png")  # fmt: skip
@@ -489,9 +496,17 @@ def _layer_start(
             "--timeout", str(int(timeout))]  # fmt: skip
     t0 = time.perf_counter()
     with log.open("w") as out:
+        # its own process group: a bake cut at the timeout must not leave its vLLM server holding the GPU
+        bake = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            code = subprocess.run(argv, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=timeout + 120).returncode
+            code = bake.wait(timeout=timeout + 120)
         except subprocess.TimeoutExpired:
+            os.killpg(bake.pid, signal.SIGTERM)
+            try:
+                bake.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(bake.pid, signal.SIGKILL)
+                bake.wait()
             code = -1
     with engines_log.open("a") as f:
         f.write(f"\n===== {j.model}.plan.bake-cache: rc {code} after {time.perf_counter() - t0:.0f} s =====\n")
@@ -505,16 +520,23 @@ def _layer_start(
     env = runner.engine_env(os.environ, j.setup, where, {compile_cache.LAYER_ENV: str(layer)}, flashinfer)
     # the plan serve resolves here (GPU detected, as the bake detected it), and the one line serve logs
     plan = served.served_plan(model_dir, env, port=free_port(), options=served_options(args))
-    print(f"e2e: {j.model} plan: bake-cache {time.perf_counter() - t0:.0f} s; {compile_cache.seed(plan, env)}")
+    seeded = compile_cache.seed(plan, env)
+    print(f"e2e: {j.model} plan: bake-cache {time.perf_counter() - t0:.0f} s; {seeded}")
+    if not seeded.startswith("compile cache: seeded "):
+        failed = runner.JobResult(status="failed", error=seeded)
+        return report.start_row(j.model, j.setup.backend, "layer", failed, args.compile_mode)
     timeout = max(30.0, min(job_timeout(args, j.model, j.setup.backend), budget.left() - 10))
     # seeded batches of 8 and 16 (the CPU engine: 8 only, bake_traffic.SEEDED_CHUNK_CRASH)
     sizes = (bake_traffic.CPU_MAX_SAMPLED_BATCH,) if plan.gpu.kind == "cpu" else (8, 16)
+    # the server of this row runs exactly the plan seeded above: the GPU detected, as serve and the bake detect it
     result = _served(args, j, run_dir, env, where, timeout, "layer", True, None, engines_log, jit_probe=True,
-                     sampler_probe=sizes)  # fmt: skip
+                     sampler_probe=sizes, detect_gpu=True)  # fmt: skip
     jit = report.jit_events(result)
-    print(f"e2e: {j.model} plan: start from the layer: {result.start_s} s; compiled at start "
-          f"{sum(jit['jit_at_start'].values()) if jit.get('jit_at_start') else 0}, while serving the probe "
-          f"{sum(jit['jit_while_serving'].values()) if jit.get('jit_while_serving') else 0}")  # fmt: skip
+    probe = next((e for e in result.events if e.get("event") == "serving_compiles"), {})
+    probed = sum((jit.get("jit_while_serving") or {}).values()) if probe else "not probed"
+    print(f"e2e: {j.model} plan: start from the layer: {result.status}, {result.start_s} s; Triton compiles at start "
+          f"{sum((jit.get('jit_at_start') or {}).values())}, while probed {probed} "
+          f"({probe.get('jit_probe_requests_ok', 0)} probe requests answered)")  # fmt: skip
     return report.start_row(j.model, j.setup.backend, "layer", result, args.compile_mode)
 
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from entrypoint import bake_traffic, compile_cache
+from entrypoint.bake_cache import model_limits
 from entrypoint.planning import build_plan
 from tools.local_server import CPU_ENV, REPO
 
@@ -36,12 +37,13 @@ def test_bake_cache_serves_every_batch_and_writes_a_layer_serve_accepts(tiny_mod
     run = bake(tiny_model, out)
     assert run.returncode == 0, run.stderr[-4000:]
     manifest = json.loads((out / compile_cache.MANIFEST).read_text())
-    config = json.loads((tiny_model / "config.json").read_text())
-    sent = bake_traffic.batches("m", config["vocab_size"], 512, 256, bake_traffic.CPU_MAX_SAMPLED_BATCH)
+    serve_plan = build_plan(model=str(tiny_model), environ={**os.environ, **CPU_ENV})
+    vocab, max_len, max_seqs = model_limits(serve_plan)  # 512 from the argv; max_num_seqs: the logged default
+    assert max_len == 512 and f"max_num_seqs = {max_seqs} (auto: " in run.stderr
+    sent = bake_traffic.batches("m", vocab, max_len, max_seqs, bake_traffic.CPU_MAX_SAMPLED_BATCH)
     assert manifest["bake_requests"] == sum(len(b.bodies) for b in sent)  # every request answered 200
     assert "seeded batches capped at 8 (auto: " in run.stderr  # the CPU engine's decision, with its reason
     # what serve plans for the same model (listening on 0.0.0.0:8080) has the layer's key: serve would seed it
-    serve_plan = build_plan(model=str(tiny_model), environ={**os.environ, **CPU_ENV})
     assert manifest["key"] == compile_cache.key_for(serve_plan).__dict__
     env = {**compile_cache.cache_env(tmp_path / "run"), compile_cache.LAYER_ENV: str(out)}
     assert compile_cache.seed(serve_plan, env).startswith("compile cache: seeded ")

@@ -86,3 +86,30 @@ def test_no_layer_and_a_broken_manifest_each_say_so(tmp_path: Path) -> None:
     layer = make_layer(tmp_path, plan())
     (layer / cc.MANIFEST).write_text("{")
     assert f"unreadable {cc.MANIFEST}" in cc.seed(plan(), run_env(tmp_path, layer))
+
+
+def test_secrets_and_where_it_listens_are_not_part_of_the_key_but_a_changed_argument_is_named(tmp_path: Path) -> None:
+    base = plan("--api-key", "sk-one")
+    assert cc.plan_digest(base) == cc.plan_digest(plan("--api-key=sk-two", host="127.0.0.1", port="1"))
+    with_token = {"VLLM_TUNED_CONFIG_FOLDER": "/opt/moe-serving/kernel-configs", "HF_TOKEN": "hf_secret"}
+    assert cc.plan_digest(base) == cc.plan_digest(plan(env=with_token))
+    layer = make_layer(tmp_path, base)
+    assert "sk-one" not in (layer / cc.MANIFEST).read_text()
+    line = cc.seed(plan("--max-model-len", "8192"), run_env(tmp_path, layer))
+    assert line.endswith("(arguments: --max-model-len 8192)"), line
+
+
+def test_a_failed_copy_is_undone_and_the_start_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    layer = make_layer(tmp_path, plan())
+    env = run_env(tmp_path, layer)
+    real = cc.shutil.copytree
+
+    def copy_then_fail(src: Path, dst: str, *args: object, **kw: object) -> object:
+        if Path(src).name == "triton":  # the last folder: the first two were copied already
+            raise OSError(28, "No space left on device")
+        return real(src, dst, *args, **kw)
+
+    monkeypatch.setattr(cc.shutil, "copytree", copy_then_fail)
+    line = cc.seed(plan(), env)
+    assert "not used: copying it failed" in line and "No space left on device" in line
+    assert not any(Path(env[v]).exists() for v in cc.CACHE_DIRS.values())  # nothing half-seeded
