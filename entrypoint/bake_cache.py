@@ -42,7 +42,8 @@ def bake_plan(model: str | None, properties: Path | None) -> Plan:
     return build_plan(model=model, properties=properties, host=LOCAL_HOST, port=_free_port())
 
 
-def _health(port: int) -> int | None:
+def health(port: int) -> int | None:
+    """The status of GET /health on 127.0.0.1:port; None while nothing answers."""
     try:
         conn = http.client.HTTPConnection(LOCAL_HOST, port, timeout=2)
         conn.request("GET", "/health")
@@ -132,7 +133,7 @@ def bake(plan: Plan, out: Path, timeout_s: float) -> dict:
     server = subprocess.Popen(argv, env=env)
     try:
         deadline = time.time() + timeout_s
-        while _health(port) != 200:
+        while health(port) != 200:
             if server.poll() is not None:
                 raise BakeFailed(f"the server exited with {server.returncode} before /health answered 200")
             if time.time() > deadline:

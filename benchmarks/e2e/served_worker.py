@@ -17,7 +17,6 @@ this process's stdout at the end, where the runner parses it.
 from __future__ import annotations
 
 import faulthandler
-import http.client
 import importlib.metadata
 import random
 import signal
@@ -31,7 +30,7 @@ from benchmarks.e2e.httpload import run_batch
 from benchmarks.e2e.jitcount import compiled_kernels, rank_dirs
 from benchmarks.e2e.tokenizer import words
 from benchmarks.e2e.worker import EventLog, job_main
-from entrypoint.bake_cache import stop_server
+from entrypoint.bake_cache import health, stop_server
 
 faulthandler.register(signal.SIGUSR1, all_threads=True)
 COMPLETIONS = "/v1/completions"
@@ -55,15 +54,6 @@ def versions() -> dict[str, str]:
     except OSError:
         found["gpu"] = "cpu"
     return found
-
-
-def health(port: int) -> int | None:
-    try:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-        conn.request("GET", "/health")
-        return conn.getresponse().status
-    except OSError:
-        return None
 
 
 def wait_ready(server: subprocess.Popen[bytes], port: int, deadline: float) -> float:
