@@ -105,8 +105,9 @@ case "$PHASE" in
              # (default TRITON_ATTN; FLASHINFER without network first tries to download cubins, then JIT-compiles for
              # minutes: 225 s seen), each in its own folder under OUT, sharing the work dir and its FlashInfer JIT
              ARGS=(--models qwen3-30b-a3b-fp8-static --backends plan --conc 1,2,4,8,64 --long-conc 1) ;;
-  nemotron)  ARGS=(--models nemotron-3-nano-30b-a3b-fp8 "${SERVED[@]}") ;;
-  mixtral)   ARGS=(--models mixtral-8x7b-fp8-static "${SERVED[@]}" --timeout mixtral-8x7b-fp8-static:auto=360) ;;
+  nemotron)  ARGS=(--models nemotron-3-nano-30b-a3b-fp8 "${SERVED[@]}" --share-triton-cache) ;;
+  mixtral)   ARGS=(--models mixtral-8x7b-fp8-static "${SERVED[@]}" --timeout mixtral-8x7b-fp8-static:auto=360
+                   --share-triton-cache) ;;
   control)   ARGS=(--models qwen3-30b-a3b-fp8-block --backends auto,triton_tuned,plan,flashinfer_cutlass
                    --conc 1,8,16,64 --long-conc 1,8 --timeout qwen3-30b-a3b-fp8-block:flashinfer_cutlass=180) ;;
   fi-diag)   # docs/e2e-findings.md Q1: autotune ON with FlashInfer's per-tactic debug log; a second engine with

@@ -11,10 +11,12 @@
 # Queue A (GPU 0) and queue B (GPU 1) run side by side; on a one-GPU machine A then B run on GPU 0 in one
 # queue. Each step starts only when its minimum time is left before the deadline (DEADLINE_S after `start`,
 # default 1500 s) and is cut at the deadline, so a short lease still returns the first steps of each queue.
-#   A: make test-gpu (incl. the plugin in the served engine, plugin on / off on one random FP8 checkpoint) → e2e
-#      nemotron (served: plan / plan without our kernel / auto / LMI-equivalent); qwen-plugin, qwen-attention and the
-#      own-kernels bench ran on 2026-12-01d and left the queue (queue_a says how to put them back)
-#   B: e2e mixtral (served) → qwen-start (plan's start from empty / warm / copied / baked caches, bake made here)
+#   A: e2e nemotron → e2e mixtral (served: plan / plan without our kernel / auto / LMI-equivalent, the model rows
+#      both issues 14 and 15 still lack); qwen-plugin, qwen-attention and the own-kernels bench ran on 2026-12-01d and
+#      left the queue (queue_a says how to put them back)
+#   B: make test-gpu (incl. the plugin in the served engine, plugin on / off on one random FP8 checkpoint) →
+#      qwen-start (plan's start from empty / warm / copied / baked caches and from the compile-cache layer, bake made
+#      here)
 # PLAN=x8: one queue X on all 8 GPUs, the e2e.sh x8-* phases in priority order (docs/h200-runbook.md "8 × H200"):
 #   x8-qwen235-tp8 → x8-deepseek-tp8ep8 → x8-qwen235-tp8-start → x8-deepseek-tp8 → x8-qwen235-tp4 on GPUs 0-3
 #   beside x8-mixtral8x22-tp4 on GPUs 4-7 (queue Y) → x8-maverick-tp8 → x8-qwen235-block-tp8ep8;
@@ -45,6 +47,13 @@ multicast_state() {
   done
 }
 
+gpu_processes() {  # pid, name, MiB of every process on the GPUs, or "none"
+  [ "${DRY_RUN:-0}" = 1 ] && { echo "none (dry run)"; return; }
+  local apps
+  apps=$(nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv,noheader 2>&1 | paste -sd ';')
+  echo "${apps:-none}"
+}
+
 step() {  # step QUEUE NAME MIN_S MAX_S CMD... : run CMD if MIN_S are left, cut at min(MAX_S, time left)
   local queue=$1 name=$2 min_s=$3 max_s=$4
   shift 4
@@ -58,6 +67,9 @@ step() {  # step QUEUE NAME MIN_S MAX_S CMD... : run CMD if MIN_S are left, cut 
   local limit=$((left < max_s ? left : max_s)) t0=$SECONDS rc
   echo "[$(date -u +%H:%M:%S)] $queue $name: start (limit ${limit}s)" >>"$RUN_DIR/$queue/queue.log"
   echo "multicast: $(multicast_state)" >"$dir/console.log"
+  # 2026-12-01c: the first Nemotron engine after `make test-gpu` spread 20-48 %; a process a step leaves on the GPU
+  # would do that, so each step's console starts with what holds the GPU
+  echo "gpu processes: $(gpu_processes)" >>"$dir/console.log"
   if [ "${DRY_RUN:-0}" = 1 ]; then
     echo "DRY_RUN OUT=$dir $*" >>"$dir/console.log"
     sleep 1
@@ -73,9 +85,9 @@ step() {  # step QUEUE NAME MIN_S MAX_S CMD... : run CMD if MIN_S are left, cut 
 }
 
 # Order = what each issue can least do without, cheap decisive steps first (a short lease returns those).
-# Issue 15 leads: its end-to-end rows on Qwen3, then `make test-gpu` (our kernels, the plugin's layer tests, and the
-# plugin inside the served engine on a random FP8 checkpoint); issue 14's Nemotron / Mixtral rows and the baked
-# start follow. On one GPU the queues run A then B.
+# The Nemotron and Mixtral rows lead (both issue 14 and issue 15 need them; Qwen3's are filed), then `make test-gpu`
+# (our kernels, the plugin's layer tests, and the plugin inside the served engine on a random FP8 checkpoint), then
+# issue 14's baked start. On one GPU the queues run A then B.
 # `make test-gpu`'s script (a command, not a function: `timeout` runs it); the engine test's CSV and server logs land
 # in the step's folder
 # shellcheck disable=SC2016  # $OUT expands in the step's shell, where `step` has set it
@@ -87,17 +99,19 @@ queue_a() {
   # e2e qwen-plugin (942 s for its four engines: `step "$q" e2e-qwen-plugin 420 1000 env BUDGET_S=980 bash
   # benchmarks/device/e2e.sh qwen-plugin`), e2e qwen-attention (230 s), own-kernels (281 s: `env SKIP_TESTS=1 bash
   # benchmarks/device/kernels_check_and_bench.sh`).
-  # make test-gpu first: the shipped table changed since its last run (DeepSeek-V3 TP8 now takes our kernel at M = 2)
-  # and the reworked quantisation tests have not run on a GPU; 422 s on 2026-12-01c, so a start with less would be
-  # cut inside the engine test
-  step "$q" test-gpu 450 600 "${TEST_GPU[@]}"
-  # Nemotron served (issues 14 and 15): four engines of ~225 s cold start + ~70 s of measuring each (2026-12-01c)
-  step "$q" e2e-nemotron 300 1200 env BUDGET_S=1180 bash benchmarks/device/e2e.sh nemotron
+  # Nemotron served (issues 14 and 15): four engines, ~225 s cold start + ~70 s of measuring each (2026-12-01c), less
+  # for the three after the first with the run's shared Triton cache (e2e.sh: --share-triton-cache)
+  step "$q" e2e-nemotron 300 1000 env BUDGET_S=980 bash benchmarks/device/e2e.sh nemotron
+  # Mixtral served: three engines (plan_vllm_kernel = plan: the table has no Mixtral row)
+  step "$q" e2e-mixtral 300 760 env BUDGET_S=740 bash benchmarks/device/e2e.sh mixtral
 }
 
 queue_b() {
   local q=$1
-  step "$q" e2e-mixtral 300 660 env BUDGET_S=640 bash benchmarks/device/e2e.sh mixtral
+  # make test-gpu: the shipped table changed since its last run (2026-12-01c, 61 passed in 422 s: DeepSeek-V3 TP8 now
+  # takes our kernel at M = 2) and the reworked quantisation tests have not run on a GPU; a start with less would be
+  # cut inside the engine test
+  step "$q" test-gpu 450 600 "${TEST_GPU[@]}"
   # empty / warm / copied / baked starts (~400 s on 2026-12-01) + the compile-cache layer's bake (a cold start + its
   # requests) and the start from it (~300 s more; the harness needs 2 estimated starts + 60 s left for them)
   step "$q" qwen-start 300 840 env BUDGET_S=820 bash benchmarks/device/e2e.sh qwen-start

@@ -37,6 +37,7 @@ from benchmarks.e2e.jobs import (
     served_options,
 )
 from benchmarks.e2e.logparse import condense
+from benchmarks.e2e.phase_cache import EMPTY, PhaseTritonCache
 from benchmarks.paths import E2E_RESULTS
 from benchmarks.sigterm import exit_on_sigterm
 from tools.local_server import free_port
@@ -76,6 +77,7 @@ class RunArgs:
     start_breakdown: tuple[str, ...] = ()  # backends whose start is also measured warm, copied and baked
     baked_cache: Path | None = None  # a `kernels.aot bake` output: the image's baked Triton cache
     layer_start: bool = False  # the start breakdown also bakes a compile-cache layer and starts from it
+    share_triton_cache: bool = False  # later engines read the Triton kernels earlier ones compiled (phase_cache)
     options: dict[str, str] = field(default_factory=dict)  # --option: LMI options of every served row
     plan_num_gpus: int | None = None  # num_gpus= for build_plan (with --plan-gpu: plan 8 GPUs on a machine without)
     plan_vllm_version: str | None = None  # vllm_version= for build_plan (default: the installed vLLM)
@@ -129,6 +131,10 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--start-breakdown", default="", help="backends whose start is also timed warm, from copied "
                    "caches and from --baked-cache (served engine only), e.g. plan")  # fmt: skip
     p.add_argument("--baked-cache", type=Path, default=None, help="a `python -m kernels.aot bake` cache folder")
+    p.add_argument("--share-triton-cache", action="store_true",
+                   help="each engine after the first reads the Triton kernels the run's earlier engines compiled, "
+                        "as the image reads its baked cache (benchmarks/e2e/phase_cache.py): shorter starts, the "
+                        "same kernels; each row's start_caches column says what its start had")  # fmt: skip
     p.add_argument("--layer-start", action="store_true",
                    help="the plan's start breakdown also runs `python -m entrypoint bake-cache` and starts from that "
                         "layer (make cache-layer's image), counting compiles at start and while probed")  # fmt: skip
@@ -185,6 +191,9 @@ def parse_run_args(argv: Sequence[str]) -> RunArgs:
         stream_check = parse_stream_check(ns.stream_check) if ns.stream_check else None
         if ns.engine == "served" and ns.compile_mode == "eager":
             raise ValueError("--compile eager: the served engine takes default or none")
+        if ns.share_triton_cache and (breakdown or ns.engine == "offline"):
+            raise ValueError("--share-triton-cache: needs --engine served and no --start-breakdown (the breakdown's "
+                             "'empty' start must start from empty caches)")  # fmt: skip
         if ns.engine == "offline" and (breakdown or stream_check):
             raise ValueError("--start-breakdown and --stream-check need --engine served")
         if ns.max_num_seqs and ns.max_num_seqs < max_conc:
@@ -225,6 +234,7 @@ def parse_run_args(argv: Sequence[str]) -> RunArgs:
         start_breakdown=breakdown,
         baked_cache=ns.baked_cache,
         layer_start=ns.layer_start,
+        share_triton_cache=ns.share_triton_cache,
         options=options,
         plan_num_gpus=ns.plan_num_gpus,
         plan_vllm_version=ns.plan_vllm_version,
@@ -279,6 +289,7 @@ def execute(args: RunArgs) -> int:
     fi_line = f"FlashInfer JIT (sampler, autotuner delay kernel) prebuilt in {fi_jit_s} s (None: engines build it)"
     print(f"e2e: {fi_line}")
     engines_log.write_text(f"===== {fi_line} =====\n")
+    shared = PhaseTritonCache(args.work_dir / "phase-triton") if args.share_triton_cache else None
     for j in jobs:
         layers_real = spec.num_layers(j.config)
         layers = args.layers or layers_real
@@ -287,8 +298,10 @@ def execute(args: RunArgs) -> int:
             continue
         if j.setup.error:
             result, warm_s = runner.JobResult(status="plan_error", error=j.setup.error), None
+            start_caches = ""
         else:
-            result, warm_s = _run_engine(args, j, budget, layers, engines_log)
+            start_caches = shared.describe() if shared else EMPTY
+            result, warm_s = _run_engine(args, j, budget, layers, engines_log, shared)
         raw.append({"model": j.model, "backend": j.setup.backend, "split": j.split, "options": j.options,
                     "setup": _setup_dict(j.setup), "argv": list(j.command.argv) if j.command else None,
                     "comm_env": parallel.comm_environment(j.command.env) if j.command else {},
@@ -302,7 +315,7 @@ def execute(args: RunArgs) -> int:
         rows += report.build_rows(
             model=j.model, layers=layers, layers_real=layers_real, setup=j.setup, result=result,
             warm_start_s=warm_s, workloads=args.workloads, compile_mode=args.compile_mode, timestamp=stamp,
-            facts=_row_facts(j),
+            facts={**_row_facts(j), "start_caches": start_caches},
         )  # fmt: skip
         report.write_outputs(rows, args.out_dir)
         (args.out_dir / "h200_e2e_raw.json").write_text(json.dumps(raw, indent=1))
@@ -326,7 +339,12 @@ def _setup_dict(setup: be.EngineSetup) -> dict[str, Any]:
 
 
 def _run_engine(
-    args: RunArgs, j: PlannedJob, budget: runner.Budget, layers: int, engines_log: Path
+    args: RunArgs,
+    j: PlannedJob,
+    budget: runner.Budget,
+    layers: int,
+    engines_log: Path,
+    shared: PhaseTritonCache | None = None,
 ) -> tuple[runner.JobResult, float | None]:
     label, backend = j.model, j.setup.backend
     start_est = runner.estimate_start_s(label, j.setup, served=args.engine == "served")
@@ -338,7 +356,7 @@ def _run_engine(
     )
     cache = engine_cache(args.work_dir, label, backend)
     runner.reset_cache(cache)
-    env = runner.engine_env(os.environ, j.setup, cache, {}, args.work_dir / "flashinfer")
+    env = runner.engine_env(os.environ, j.setup, cache, shared.env() if shared else {}, args.work_dir / "flashinfer")
     timeout = max(30.0, min(job_timeout(args, label, backend), budget.left() - 10))
     model_len = max_model_len(args)
     print(f"e2e: {label} {backend}: starting (timeout {timeout:.0f} s, {budget.left():.0f} s of budget left)")
@@ -350,6 +368,9 @@ def _run_engine(
         result = _one(job, env, timeout, args.work_dir / f"{label}.{backend}.cold.log", engines_log, "cold")
     start = "–" if result.start_s is None else f"{result.start_s:.1f}"
     print(f"e2e: {label} {backend}: {result.status}, start {start} s, vLLM ran {result.log.moe_backend}")
+    if shared is not None:
+        print(f"e2e: {label} {backend}: {shared.absorb(cache)} Triton kernels added to the run's shared cache "
+              f"({shared.kernels()} in all)")  # fmt: skip
     if j.setup.env.get(be.KERNEL_ENV) == "project" and result.start_s is not None and not result.log.project_kernel:
         # 2026-12-01b: a whole lease's plan row ran without our kernel (no entry point on the device)
         print(

@@ -21,7 +21,7 @@ CSV_COLUMNS: tuple[str, ...] = (
     "default_config_check", "input_len", "output_len", "conc", "reps",
     "decode_tps_best", "decode_tps_median", "output_tps_best", "output_tps_median",
     "ttft_ms_best", "ttft_ms_median", "tpot_ms_best", "tpot_ms_median", "spread_pct",
-    "ratio_vs_auto", "verdict_vs_auto", "engine_start_cold_s", "engine_start_warm_s",
+    "ratio_vs_auto", "verdict_vs_auto", "engine_start_cold_s", "engine_start_warm_s", "start_caches",
     "triton_jit_at_start", "moe_jit_at_start_by_rank", "moe_jit_while_serving", "moe_jit_while_serving_by_rank",
     "comm_env", "comm_logged", "status", "error", "note", "compile", "vllm", "torch", "triton", "flashinfer", "gpu",
     "timestamp",

@@ -58,6 +58,7 @@ def test_defaults_give_the_short_grid_and_the_long_context_row() -> None:
         (["--output-len", "1"], "--output-len: 1 must be >= 2"),
         (["--warm-restart", "trtion"], "--warm-restart: unknown ['trtion']"),
         (["--timeout", "mixtral=30"], "expected MODEL:BACKEND=SECONDS"),
+        (["--share-triton-cache", "--start-breakdown", "plan"], "--share-triton-cache: needs --engine served and no"),
     ],
     ids=lambda v: v if isinstance(v, str) else " ".join(v),
 )

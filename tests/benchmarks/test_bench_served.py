@@ -192,13 +192,16 @@ def test_the_served_harness_measures_the_tiny_model_on_the_cpu_engine(tmp_path: 
     argv = [sys.executable, "-m", "benchmarks.e2e", "run", "--models", str(model), "--backends", "plan",
             "--conc", "1,2", "--input-len", "16", "--output-len", "8", "--long-input-len", "0", "--reps", "1",
             "--stream-check", "2:16:8:1", "--out-dir", str(out), "--work-dir", str(tmp_path / "work"),
-            "--budget-s", "400"]  # fmt: skip
+            "--budget-s", "400", "--share-triton-cache"]  # fmt: skip
     done = subprocess.run(argv, cwd=REPO, env={**os.environ, **CPU_ENV_DEFAULTS}, capture_output=True, text=True,
                           timeout=500)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = list(csv.DictReader((out / "h200_e2e.csv").open()))
     assert [(r["conc"], r["status"], r["compile"]) for r in rows] == [("1", "ok", "default"), ("2", "ok", "default")]
     assert all(float(r["decode_tps_best"]) > 0 for r in rows)
+    # the first engine of a run starts from empty caches; what it compiled is then offered to the next one
+    assert {r["start_caches"] for r in rows} == {"empty"}
+    assert "plan: 0 Triton kernels added to the run's shared cache (0 in all)" in done.stdout, done.stdout[-2000:]
     ways = {r["way"]: r for r in csv.DictReader((out / "stream_check.csv").open())}
     assert set(ways) == {"lmi_jsonlines_invocations", "openai_sse_invocations", "openai_sse_v1_completions"}
     assert all(r["failed"] == "0" and float(r["output_tps_median"]) > 0 for r in ways.values())

@@ -18,8 +18,8 @@ import pytest
 from tests.conftest_paths import REPO
 
 SCRIPT = REPO / "benchmarks" / "device" / "h200_session.sh"
-QUEUE_A = ["test-gpu", "e2e-nemotron"]
-QUEUE_B = ["e2e-mixtral", "qwen-start"]
+QUEUE_A = ["e2e-nemotron", "e2e-mixtral"]
+QUEUE_B = ["test-gpu", "qwen-start"]
 
 
 def _env(tmp_path: Path, gpus: int, deadline_s: int, **extra: str) -> dict[str, str]:
@@ -57,7 +57,8 @@ def test_two_gpus_run_both_queues_in_order_and_pack_their_results(tmp_path: Path
         console = tar.extractfile("A/e2e-nemotron/console.log").read().decode()
     # each step writes where `step` points OUT, with the budget the harness must stop by
     assert f"OUT={tmp_path}/run/A/e2e-nemotron" in console
-    assert "BUDGET_S=1180 bash benchmarks/device/e2e.sh nemotron" in console
+    assert "BUDGET_S=980 bash benchmarks/device/e2e.sh nemotron" in console
+    assert "gpu processes: none (dry run)" in console  # what held the GPU when the step began
 
 
 def test_one_gpu_runs_queue_b_after_queue_a(tmp_path: Path) -> None:
@@ -69,9 +70,9 @@ def test_one_gpu_runs_queue_b_after_queue_a(tmp_path: Path) -> None:
 def test_a_step_starts_only_when_its_minimum_time_is_left(tmp_path: Path) -> None:
     # 400 s: too little for make test-gpu (450), enough for the 300 s steps
     status, _ = _session(tmp_path, gpus=2, deadline_s=400)
-    assert _steps(status, "A", "skipped") == ["test-gpu"]
-    assert _steps(status, "A", "rc=0") == ["e2e-nemotron"]
-    assert _steps(status, "B", "rc=0") == QUEUE_B
+    assert _steps(status, "B", "skipped") == ["test-gpu"]
+    assert _steps(status, "B", "rc=0") == ["qwen-start"]
+    assert _steps(status, "A", "rc=0") == QUEUE_A
     # 250 s: too little for any of them
     status, _ = _session(tmp_path / "short", gpus=2, deadline_s=250)
     assert _steps(status, "A", "skipped") == QUEUE_A and _steps(status, "B", "skipped") == QUEUE_B
