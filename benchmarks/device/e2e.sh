@@ -4,7 +4,8 @@
 # (benchmarks/e2e/served.py): torch.compile and CUDA graphs as vLLM defaults them, measured over HTTP.
 #
 # usage (repo root, on the GPU host):  bash benchmarks/device/e2e.sh [PHASE]
-#   PHASE  qwen (default) | qwen-start | qwen-plugin | qwen-attention | plugin-logits | nemotron | mixtral | control |
+#   PHASE  qwen (default) | qwen-start | qwen-plugin | qwen-attention | plugin-logits | nemotron | nemotron-diag |
+#          mixtral | control |
 #          fi-diag | all   (see docs/e2e-bench.md)
 #          8 x H200 (issue 16; docs/h200-runbook.md "8 × H200"): x8-qwen235-tp8 | x8-qwen235-tp8-start |
 #          x8-deepseek-tp8ep8 | x8-deepseek-tp8 | x8-qwen235-tp4 | x8-mixtral8x22-tp4 | x8-maverick-tp8 |
@@ -106,6 +107,11 @@ case "$PHASE" in
              # minutes: 225 s seen), each in its own folder under OUT, sharing the work dir and its FlashInfer JIT
              ARGS=(--models qwen3-30b-a3b-fp8-static --backends plan --conc 1,2,4,8,64 --long-conc 1) ;;
   nemotron)  ARGS=(--models nemotron-3-nano-30b-a3b-fp8 "${SERVED[@]}" --share-triton-cache) ;;
+  nemotron-diag) # 2026-12-02: one Nemotron engine's repetitions spread 3-39 % (docs/results/e2e.md). The plan with
+             # prefix caching off (option.enable_prefix_caching=false: vLLM then leaves the experimental Mamba cache
+             # mode 'all') and with it on (the image default), 5 reps each, one run per variant in its own folder;
+             # h200_session.sh samples the GPU's clocks beside it
+             ARGS=(--models nemotron-3-nano-30b-a3b-fp8 --backends plan --conc 1,8,64 --long-conc 1 --reps 5) ;;
   mixtral)   ARGS=(--models mixtral-8x7b-fp8-static "${SERVED[@]}" --timeout mixtral-8x7b-fp8-static:auto=360
                    --share-triton-cache) ;;
   control)   ARGS=(--models qwen3-30b-a3b-fp8-block --backends auto,triton_tuned,plan,flashinfer_cutlass
@@ -121,7 +127,7 @@ case "$PHASE" in
                    --warm-restart triton) ;;
   x8-*)      ARGS=() ;;  # below
   *) echo "e2e.sh: unknown phase '$PHASE'; accepted: qwen qwen-start qwen-plugin qwen-attention plugin-logits" \
-          "nemotron mixtral" \
+          "nemotron nemotron-diag mixtral" \
           "control fi-diag all x8-..." >&2
      exit 2 ;;
 esac
@@ -182,22 +188,33 @@ fi
 if [ "${DRY_RUN:-0}" = 1 ]; then : >"$LOG"
 else nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>&1 | tee "$LOG"
 fi
+# Phases of one harness run per variant (NAME=OPTION, or NAME= for the image default), each in its own folder under
+# OUT, sharing the work dir and its FlashInfer JIT; the budget left is split over the runs still to start.
+VARIANTS=()
 if [ "$PHASE" = qwen-attention ]; then
   read -ra ATTN <<<"${ATTN_BACKENDS-TRITON_ATTN}"
   if ((${#ATTN[@]} == 0)); then
     echo "e2e.sh: ATTN_BACKENDS is empty; give vLLM attention backend names, e.g. TRITON_ATTN" >&2
     exit 2
   fi
-  rc=0 runs_left=${#ATTN[@]}
-  for backend in "${ATTN[@]}"; do
-    share=$(((BUDGET_S - SECONDS) / runs_left))  # what is left, split over the runs still to start
+  for backend in "${ATTN[@]}"; do VARIANTS+=("$backend=attention_backend=$backend"); done
+elif [ "$PHASE" = nemotron-diag ]; then
+  VARIANTS=("no-prefix-caching=enable_prefix_caching=false" "prefix-caching=")
+fi
+if ((${#VARIANTS[@]} > 0)); then
+  rc=0 runs_left=${#VARIANTS[@]}
+  for variant in "${VARIANTS[@]}"; do
+    name=${variant%%=*} option=${variant#*=}
+    share=$(((BUDGET_S - SECONDS) / runs_left))
     runs_left=$((runs_left - 1))
-    mkdir -p "$OUT/$backend"
-    python3 -m benchmarks.e2e run "${COMMON[@]}" --out-dir "$OUT/$backend" --budget-s "$share" "${ARGS[@]}" \
-      --option "attention_backend=$backend" "${DRY[@]}" 2>&1 | tee -a "$LOG"
+    extra=()
+    [ -n "$option" ] && extra=(--option "$option")
+    mkdir -p "$OUT/$name"
+    python3 -m benchmarks.e2e run "${COMMON[@]}" --out-dir "$OUT/$name" --budget-s "$share" "${ARGS[@]}" \
+      "${extra[@]}" "${DRY[@]}" 2>&1 | tee -a "$LOG"
     ((PIPESTATUS[0] == 0)) || rc=1
   done
-  echo "e2e.sh: phase $PHASE finished rc=$rc; one folder per attention backend in $OUT: ${ATTN[*]}"
+  echo "e2e.sh: phase $PHASE finished rc=$rc; one folder per variant in $OUT: ${VARIANTS[*]%%=*}"
   exit "$rc"
 fi
 python3 -m benchmarks.e2e run "${COMMON[@]}" "${ARGS[@]}" "${DRY[@]}" 2>&1 | tee -a "$LOG"

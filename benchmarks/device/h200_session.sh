@@ -11,12 +11,11 @@
 # Queue A (GPU 0) and queue B (GPU 1) run side by side; on a one-GPU machine A then B run on GPU 0 in one
 # queue. Each step starts only when its minimum time is left before the deadline (DEADLINE_S after `start`,
 # default 1500 s) and is cut at the deadline, so a short lease still returns the first steps of each queue.
-#   A: e2e nemotron → e2e mixtral (served: plan / plan without our kernel / auto / LMI-equivalent, the model rows
-#      both issues 14 and 15 still lack); qwen-plugin, qwen-attention and the own-kernels bench ran on 2026-12-01d and
-#      left the queue (queue_a says how to put them back)
-#   B: make test-gpu (incl. the plugin in the served engine, plugin on / off on one random FP8 checkpoint) →
-#      qwen-start (plan's start from empty / warm / copied / baked caches and from the compile-cache layer, bake made
-#      here)
+#   A: make test-gpu (incl. the plugin in the served engine, plugin on / off on one random FP8 checkpoint) → e2e
+#      mixtral (served: plan / auto / LMI-equivalent in one lease); qwen-plugin, qwen-attention, the own-kernels
+#      bench (2026-12-01d) and e2e nemotron (2026-12-02) left the queue (queue_a says how to put them back)
+#   B: e2e nemotron-diag (the plan with prefix caching off / on, 5 reps) → qwen-start (plan's start from empty / warm /
+#      copied / baked caches and from the compile-cache layer, bake made here)
 # PLAN=x8: one queue X on all 8 GPUs, the e2e.sh x8-* phases in priority order (docs/h200-runbook.md "8 × H200"):
 #   x8-qwen235-tp8 → x8-deepseek-tp8ep8 → x8-qwen235-tp8-start → x8-deepseek-tp8 → x8-qwen235-tp4 on GPUs 0-3
 #   beside x8-mixtral8x22-tp4 on GPUs 4-7 (queue Y) → x8-maverick-tp8 → x8-qwen235-block-tp8ep8;
@@ -54,6 +53,27 @@ gpu_processes() {  # pid, name, MiB of every process on the GPUs, or "none"
   echo "${apps:-none}"
 }
 
+# The GPU's clocks, power and throttle reasons, one line a second, beside each step's console (gpu_clocks.csv): the
+# Nemotron rows of 2026-12-02 swung 30 % between repetitions of one engine and clocks were one suspect. The throttle
+# field changed its name in newer drivers and an unknown field fails the whole query, so the first list that answers
+# is used.
+# shellcheck disable=SC2054  # the commas are inside values (nvidia-smi field lists), not array separators
+GPU_CLOCK_FIELDS=(
+  timestamp,index,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu,clocks_event_reasons.active
+  timestamp,index,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu,clocks_throttle_reasons.active
+  timestamp,index,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu
+)
+
+sample_gpu_clocks() {  # sample_gpu_clocks CSV: in the background until killed
+  local fields
+  for fields in "${GPU_CLOCK_FIELDS[@]}"; do
+    if nvidia-smi --query-gpu="$fields" --format=csv >/dev/null 2>&1; then
+      exec nvidia-smi --query-gpu="$fields" --format=csv -l 1 >"$1" 2>&1
+    fi
+  done
+  echo "no nvidia-smi query answered" >"$1"
+}
+
 step() {  # step QUEUE NAME MIN_S MAX_S CMD... : run CMD if MIN_S are left, cut at min(MAX_S, time left)
   local queue=$1 name=$2 min_s=$3 max_s=$4
   shift 4
@@ -77,17 +97,21 @@ step() {  # step QUEUE NAME MIN_S MAX_S CMD... : run CMD if MIN_S are left, cut 
   else
     # STEP_LIMIT_S: a step may get less than its maximum; the e2e harness then shortens its own budget so it
     # stops (and writes what it has) before `timeout` fires.
+    sample_gpu_clocks "$dir/gpu_clocks.csv" &
+    local sampler=$!
     OUT=$dir WORK_DIR="$RUN_DIR/work-$queue" STEP_LIMIT_S=$limit timeout --kill-after=15 "$limit" "$@" \
       >>"$dir/console.log" 2>&1
     rc=$?
+    kill "$sampler" 2>/dev/null
+    wait "$sampler" 2>/dev/null
   fi
   echo "$queue $name rc=$rc $((SECONDS - t0))s" | tee -a "$RUN_DIR/status.txt" >>"$RUN_DIR/$queue/queue.log"
 }
 
 # Order = what each issue can least do without, cheap decisive steps first (a short lease returns those).
-# The Nemotron and Mixtral rows lead (both issue 14 and issue 15 need them; Qwen3's are filed), then `make test-gpu`
-# (our kernels, the plugin's layer tests, and the plugin inside the served engine on a random FP8 checkpoint), then
-# issue 14's baked start. On one GPU the queues run A then B.
+# `make test-gpu` leads (issue 15's last "done when" on the GPU), then the Mixtral rows both issues 14 and 15 need,
+# the Nemotron diagnosis (its 2026-12-02 rows could not be read) and issue 14's baked start. On one GPU the queues run
+# A then B.
 # `make test-gpu`'s script (a command, not a function: `timeout` runs it); the engine test's CSV and server logs land
 # in the step's folder
 # shellcheck disable=SC2016  # $OUT expands in the step's shell, where `step` has set it
@@ -95,23 +119,24 @@ TEST_GPU=(bash -c 'PLUGIN_LOGITS_OUT=$OUT/plugin-logits bash scripts/test_gpu.sh
 
 queue_a() {
   local q=$1
-  # Done on 2026-12-01d and so out of the queue (each is one e2e.sh phase or script, to put back here for a re-run):
+  # Done and so out of the queue (each is one e2e.sh phase or script, to put back here for a re-run): on 2026-12-01d
   # e2e qwen-plugin (942 s for its four engines: `step "$q" e2e-qwen-plugin 420 1000 env BUDGET_S=980 bash
   # benchmarks/device/e2e.sh qwen-plugin`), e2e qwen-attention (230 s), own-kernels (281 s: `env SKIP_TESTS=1 bash
-  # benchmarks/device/kernels_check_and_bench.sh`).
-  # Nemotron served (issues 14 and 15): four engines, ~225 s cold start + ~70 s of measuring each (2026-12-01c), less
-  # for the three after the first with the run's shared Triton cache (e2e.sh: --share-triton-cache)
-  step "$q" e2e-nemotron 300 1000 env BUDGET_S=980 bash benchmarks/device/e2e.sh nemotron
-  # Mixtral served: three engines (plan_vllm_kernel = plan: the table has no Mixtral row)
-  step "$q" e2e-mixtral 300 760 env BUDGET_S=740 bash benchmarks/device/e2e.sh mixtral
-}
-
-queue_b() {
-  local q=$1
+  # benchmarks/device/kernels_check_and_bench.sh`); on 2026-12-02 e2e nemotron (923 s: `step "$q" e2e-nemotron 300
+  # 1000 env BUDGET_S=980 bash benchmarks/device/e2e.sh nemotron`; its rows spread too far to read: nemotron-diag first).
   # make test-gpu: the shipped table changed since its last run (2026-12-01c, 61 passed in 422 s: DeepSeek-V3 TP8 now
   # takes our kernel at M = 2) and the reworked quantisation tests have not run on a GPU; a start with less would be
   # cut inside the engine test
   step "$q" test-gpu 450 600 "${TEST_GPU[@]}"
+  # Mixtral served, all three engines in one lease (2026-12-02 cut its LMI-equivalent engine: plan + auto took 504 s,
+  # the third needs ~250 s more); plan_vllm_kernel = plan (the table has no Mixtral row)
+  step "$q" e2e-mixtral 300 800 env BUDGET_S=780 bash benchmarks/device/e2e.sh mixtral
+}
+
+queue_b() {
+  local q=$1
+  # why one Nemotron engine's repetitions spread 3-39 %: prefix caching off and on, 5 reps (~2 × 260 s)
+  step "$q" e2e-nemotron-diag 300 600 env BUDGET_S=580 bash benchmarks/device/e2e.sh nemotron-diag
   # empty / warm / copied / baked starts (~400 s on 2026-12-01) + the compile-cache layer's bake (a cold start + its
   # requests) and the start from it (~300 s more; the harness needs 2 estimated starts + 60 s left for them)
   step "$q" qwen-start 300 840 env BUDGET_S=820 bash benchmarks/device/e2e.sh qwen-start

@@ -18,8 +18,8 @@ import pytest
 from tests.conftest_paths import REPO
 
 SCRIPT = REPO / "benchmarks" / "device" / "h200_session.sh"
-QUEUE_A = ["e2e-nemotron", "e2e-mixtral"]
-QUEUE_B = ["test-gpu", "qwen-start"]
+QUEUE_A = ["test-gpu", "e2e-mixtral"]
+QUEUE_B = ["e2e-nemotron-diag", "qwen-start"]
 
 
 def _env(tmp_path: Path, gpus: int, deadline_s: int, **extra: str) -> dict[str, str]:
@@ -54,10 +54,10 @@ def test_two_gpus_run_both_queues_in_order_and_pack_their_results(tmp_path: Path
     assert _steps(status, "B", "rc=0") == QUEUE_B
     assert sorted(p.name for p in out.iterdir()) == ["A.tar.gz", "B.tar.gz", "status.txt"]
     with tarfile.open(out / "A.tar.gz") as tar:
-        console = tar.extractfile("A/e2e-nemotron/console.log").read().decode()
+        console = tar.extractfile("A/e2e-mixtral/console.log").read().decode()
     # each step writes where `step` points OUT, with the budget the harness must stop by
-    assert f"OUT={tmp_path}/run/A/e2e-nemotron" in console
-    assert "BUDGET_S=980 bash benchmarks/device/e2e.sh nemotron" in console
+    assert f"OUT={tmp_path}/run/A/e2e-mixtral" in console
+    assert "BUDGET_S=780 bash benchmarks/device/e2e.sh mixtral" in console
     assert "gpu processes: none (dry run)" in console  # what held the GPU when the step began
 
 
@@ -70,9 +70,9 @@ def test_one_gpu_runs_queue_b_after_queue_a(tmp_path: Path) -> None:
 def test_a_step_starts_only_when_its_minimum_time_is_left(tmp_path: Path) -> None:
     # 400 s: too little for make test-gpu (450), enough for the 300 s steps
     status, _ = _session(tmp_path, gpus=2, deadline_s=400)
-    assert _steps(status, "B", "skipped") == ["test-gpu"]
-    assert _steps(status, "B", "rc=0") == ["qwen-start"]
-    assert _steps(status, "A", "rc=0") == QUEUE_A
+    assert _steps(status, "A", "skipped") == ["test-gpu"]
+    assert _steps(status, "A", "rc=0") == ["e2e-mixtral"]
+    assert _steps(status, "B", "rc=0") == QUEUE_B
     # 250 s: too little for any of them
     status, _ = _session(tmp_path / "short", gpus=2, deadline_s=250)
     assert _steps(status, "A", "skipped") == QUEUE_A and _steps(status, "B", "skipped") == QUEUE_B
@@ -258,3 +258,40 @@ def test_the_attention_phase_runs_the_plan_once_per_backend_as_a_user_option(tmp
     assert "option.attention_backend='TRITON': not a vLLM attention_backend" in bad.stdout + bad.stderr
     empty = _phase(tmp_path, "qwen-attention", gpus=1, ATTN_BACKENDS=" ")
     assert empty.returncode == 2 and "ATTN_BACKENDS is empty" in empty.stderr
+
+
+def test_the_nemotron_diagnosis_runs_the_plan_with_prefix_caching_off_then_on(tmp_path: Path) -> None:
+    done = _phase(tmp_path, "nemotron-diag", gpus=1)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    argvs = [line for line in done.stdout.splitlines() if line.strip().startswith("argv:")]
+    assert len(argvs) == 2
+    assert "--no-enable-prefix-caching" in argvs[0] and " --enable-prefix-caching " in argvs[1]
+    assert done.stdout.count("8 workloads") == 0 and done.stdout.count("4 workloads × 5 reps") == 2
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["e2e_console.log", "no-prefix-caching",
+                                                                   "prefix-caching"]  # fmt: skip
+
+
+FAKE_NVIDIA_SMI = """#!/bin/bash
+# answers like a driver that knows clocks_throttle_reasons but not clocks_event_reasons
+case "$*" in
+  *clocks_event_reasons*) echo "Field \"clocks_event_reasons.active\" is not a valid field to query." >&2; exit 2 ;;
+esac
+echo "timestamp, index, clocks.sm [MHz]"
+while [[ "$*" == *"-l 1"* ]]; do echo "2026/12/02 02:00:00.000, 0, 1980 MHz"; sleep 0.2; done
+"""
+
+
+def test_the_clock_sampler_takes_the_first_field_list_the_driver_answers(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(FAKE_NVIDIA_SMI)
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    text = SCRIPT.read_text()
+    functions = text[text.index("GPU_CLOCK_FIELDS=(") : text.index("step() {")]
+    out = tmp_path / "gpu_clocks.csv"
+    script = f"{functions}\nsample_gpu_clocks {out} & pid=$!; sleep 1.5; kill $pid; wait $pid; exit 0"
+    done = subprocess.run(["bash", "-c", script], env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"},
+                          capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = out.read_text().splitlines()
+    assert lines[0].startswith("timestamp") and len(lines) >= 3 and "1980 MHz" in lines[1]
