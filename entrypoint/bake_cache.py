@@ -52,6 +52,22 @@ def health(port: int) -> int | None:
         return None
 
 
+class ServerNotReady(RuntimeError):
+    """The server exited, or its /health did not answer 200 by the deadline."""
+
+
+def wait_ready(server: subprocess.Popen[bytes], port: int, deadline: float, poll_s: float = 0.25) -> float:
+    """Seconds until GET 127.0.0.1:port/health answers 200; `deadline` is a time.time() value."""
+    t0 = time.perf_counter()
+    while health(port) != 200:
+        if server.poll() is not None:
+            raise ServerNotReady(f"the server exited with {server.returncode} before /health answered 200")
+        if time.time() > deadline:
+            raise ServerNotReady(f"no /health 200 within {time.perf_counter() - t0:.0f} s")
+        time.sleep(poll_s)
+    return time.perf_counter() - t0
+
+
 def _served_model(port: int) -> str:
     conn = http.client.HTTPConnection(LOCAL_HOST, port, timeout=10)
     conn.request("GET", "/v1/models")
@@ -132,13 +148,10 @@ def bake(plan: Plan, out: Path, timeout_s: float) -> dict:
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     server = subprocess.Popen(argv, env=env)
     try:
-        deadline = time.time() + timeout_s
-        while health(port) != 200:
-            if server.poll() is not None:
-                raise BakeFailed(f"the server exited with {server.returncode} before /health answered 200")
-            if time.time() > deadline:
-                raise BakeFailed(f"no /health 200 within {timeout_s:.0f} s")
-            time.sleep(0.5)
+        try:
+            wait_ready(server, port, time.time() + timeout_s, poll_s=0.5)
+        except ServerNotReady as err:
+            raise BakeFailed(str(err)) from None
         log.info("bake-cache: server up after %.0f s; sending the bake's requests", time.perf_counter() - t0)
         vocab, max_len, max_seqs = model_limits(plan)
         sampled_cap = None

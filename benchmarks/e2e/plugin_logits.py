@@ -41,8 +41,8 @@ from typing import Any
 
 from benchmarks.e2e import backends as be
 from benchmarks.e2e import random_checkpoint, runner, served, spec, tokenizer
-from benchmarks.e2e.served_worker import Prompts, wait_ready
-from entrypoint.bake_cache import stop_server
+from benchmarks.e2e.served_worker import Prompts
+from entrypoint.bake_cache import stop_server, wait_ready
 from tools.local_server import free_port
 
 # In start order. The first engine compiles (torch.compile, Triton) into the run's shared cache, the next two load

@@ -30,7 +30,7 @@ from benchmarks.e2e.httpload import run_batch
 from benchmarks.e2e.jitcount import compiled_kernels, rank_dirs
 from benchmarks.e2e.tokenizer import words
 from benchmarks.e2e.worker import EventLog, job_main
-from entrypoint.bake_cache import health, stop_server
+from entrypoint.bake_cache import stop_server, wait_ready
 
 faulthandler.register(signal.SIGUSR1, all_threads=True)
 COMPLETIONS = "/v1/completions"
@@ -54,17 +54,6 @@ def versions() -> dict[str, str]:
     except OSError:
         found["gpu"] = "cpu"
     return found
-
-
-def wait_ready(server: subprocess.Popen[bytes], port: int, deadline: float) -> float:
-    t0 = time.perf_counter()
-    while time.time() < deadline:
-        if server.poll() is not None:
-            raise RuntimeError(f"the server exited with {server.returncode} before /health answered 200")
-        if health(port) == 200:
-            return time.perf_counter() - t0
-        time.sleep(0.25)
-    raise TimeoutError("no /health 200 before the job's deadline")
 
 
 def completion_body(model: str, ids: list[int], output_len: int, **sampling: Any) -> dict[str, Any]:
