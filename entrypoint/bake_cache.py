@@ -20,6 +20,7 @@ from pathlib import Path
 
 from entrypoint import bake_traffic, compile_cache
 from entrypoint.errors import ConfigError
+from entrypoint.resolve.cpu_engine import SEEDED_CHUNK_CRASH
 from entrypoint.resolve.engine_args import flag_value
 from entrypoint.resolve.plan import Plan
 from entrypoint.serve import fetch_if_remote, plan_log_lines, vllm_command, vllm_environment
@@ -157,7 +158,7 @@ def bake(plan: Plan, out: Path, timeout_s: float) -> dict:
         sampled_cap = None
         if plan.gpu.kind == "cpu":
             sampled_cap = bake_traffic.CPU_MAX_SAMPLED_BATCH
-            log.info("bake-cache: seeded batches capped at %d (auto: %s)", sampled_cap, bake_traffic.SEEDED_CHUNK_CRASH)
+            log.info("bake-cache: seeded batches capped at %d (auto: %s)", sampled_cap, SEEDED_CHUNK_CRASH)
         traffic = bake_traffic.batches(_served_model(port), vocab, max_len, max_seqs, sampled_cap)
         answered = bake_traffic.send(port, traffic)
     finally:

@@ -22,6 +22,7 @@ from entrypoint.errors import ConfigError
 from entrypoint.model.types import ModelDescription, WeightDtype
 from entrypoint.resolve.backend_switch import render_backend_switch, validate_user_backend
 from entrypoint.resolve.backends import backend_support, fp8_scheme, predict_vllm_auto
+from entrypoint.resolve.cpu_engine import cpu_engine_args
 from entrypoint.resolve.engine_args import EngineArgs, build_engine_args
 from entrypoint.resolve.gpu_types import GpuInventory
 from entrypoint.resolve.moe_kernel import PLUGINS_ENV, KernelContext, choose_moe_kernel
@@ -214,11 +215,9 @@ def resolve(
     reasons += _environment_checks(model, caps, environ)
 
     extra_args: list[str] = []
-    if gpus.is_cpu and engine.enforce_eager is None:
-        extra_args.append("--enforce-eager")
-        reasons.append(
-            "enforce_eager: on for the CPU engine (its compile cache fails to reload: 12 s start vs 24-35 s)"
-        )
+    if gpus.is_cpu:
+        extra_args, cpu_reasons = cpu_engine_args(engine, caps)
+        reasons += cpu_reasons
 
     vllm_args = (
         settings.model,

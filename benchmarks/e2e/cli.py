@@ -547,7 +547,7 @@ def _layer_start(
         failed = runner.JobResult(status="failed", error=seeded)
         return report.start_row(j.model, j.setup.backend, "layer", failed, args.compile_mode)
     timeout = max(30.0, min(job_timeout(args, j.model, j.setup.backend), budget.left() - 10))
-    # seeded batches of 8 and 16 (the CPU engine: 8 only, bake_traffic.SEEDED_CHUNK_CRASH)
+    # seeded batches of 8 and 16 (the CPU engine: 8 only, bake_traffic.CPU_MAX_SAMPLED_BATCH)
     sizes = (bake_traffic.CPU_MAX_SAMPLED_BATCH,) if plan.gpu.kind == "cpu" else (8, 16)
     # the server of this row runs exactly the plan seeded above: the GPU detected, as serve and the bake detect it
     result = _served(args, j, run_dir, env, where, timeout, "layer", True, None, engines_log, jit_probe=True,

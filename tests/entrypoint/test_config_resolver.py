@@ -322,6 +322,19 @@ def test_the_cpu_engine_runs_eager_unless_the_user_says_otherwise():
     assert "--enforce-eager" not in plan.vllm_args and "--no-enforce-eager" in plan.vllm_args
 
 
+def test_the_cpu_engine_runs_without_chunked_prefill_unless_the_user_says_otherwise():
+    # tests/e2e/test_seeded_burst.py: the seeded burst that killed vLLM 0.32's CPU engine with chunked prefill on
+    cpu_caps = load_snapshot("0.32.0")
+    plan = resolve(settings(), model("bf16"), simulate_gpus("cpu"), cpu_caps)
+    assert "--no-enable-chunked-prefill" in plan.vllm_args
+    assert any(r.startswith("enable_chunked_prefill: off for the CPU engine (") for r in plan.reasons)
+    mine = resolve(settings(enable_chunked_prefill="true"), model("bf16"), simulate_gpus("cpu"), cpu_caps)
+    assert "--no-enable-chunked-prefill" not in mine.vllm_args and "--enable-chunked-prefill" in mine.vllm_args
+    assert not any(r.startswith("enable_chunked_prefill:") for r in mine.reasons)
+    gpu = resolve(settings(), model("native fp8 static"), simulate_gpus("H200"), CAPS)
+    assert not any("chunked-prefill" in arg for arg in gpu.vllm_args)  # the GPU engine keeps vLLM's default
+
+
 def test_moe_kernel_project_is_refused_without_a_dispatch_table():
     # tests/entrypoint/resolve/test_moe_kernel.py has the cases with the shipped table
     with pytest.raises(ConfigError, match="option.moe_kernel='project': .*no dispatch table is installed"):

@@ -1,0 +1,31 @@
+"""What the resolver adds for vLLM's CPU engine (the cpu flavour, `make run` without a GPU), each with its reason.
+
+A user's own setting of the same engine argument always wins: these apply only where the option is unset.
+"""
+
+from __future__ import annotations
+
+from entrypoint.resolve.engine_args import EngineArgs
+from entrypoint.resolve.vllm_caps import VllmCapabilities
+
+# vLLM 0.32's CPU engine dies on a seeded request whose prefill is split over steps (chunked prefill): its model
+# runner rewinds the request's generator with `set_offset`, which a CPU torch.Generator refuses ("CPU Generator does
+# not use offset", vllm/v1/worker/gpu_model_runner.py `_bookkeeping_sync`). Seen with 256 seeded requests of 36 tokens
+# at once on the tiny model (tests/e2e/test_seeded_burst.py). A GPU generator has offsets: the GPU engine is not
+# affected.
+SEEDED_CHUNK_CRASH = "vLLM's CPU engine dies on a seeded request whose prefill is chunked (CPU generators lack offsets)"
+
+
+def cpu_engine_args(engine: EngineArgs, caps: VllmCapabilities) -> tuple[list[str], list[str]]:
+    """(extra vLLM arguments, one reason line each) for the CPU engine."""
+    args: list[str] = []
+    reasons: list[str] = []
+    if engine.enforce_eager is None:
+        args.append("--enforce-eager")
+        reasons.append(
+            "enforce_eager: on for the CPU engine (its compile cache fails to reload: 12 s start vs 24-35 s)"
+        )
+    if "enable_chunked_prefill" in caps.engine_args and "enable_chunked_prefill" not in engine.values:
+        args.append("--no-enable-chunked-prefill")
+        reasons.append(f"enable_chunked_prefill: off for the CPU engine ({SEEDED_CHUNK_CRASH})")
+    return args, reasons
