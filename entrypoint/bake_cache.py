@@ -13,13 +13,13 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
 
 from entrypoint import bake_traffic, compile_cache
 from entrypoint.errors import ConfigError
+from entrypoint.ports import free_port
 from entrypoint.resolve.cpu_engine import SEEDED_CHUNK_CRASH
 from entrypoint.resolve.engine_args import flag_value
 from entrypoint.resolve.plan import Plan
@@ -29,18 +29,12 @@ log = logging.getLogger("entrypoint.bake_cache")
 LOCAL_HOST = "127.0.0.1"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind((LOCAL_HOST, 0))
-        return int(s.getsockname()[1])
-
-
 def bake_plan(model: str | None, properties: Path | None) -> Plan:
     """What `serve` would run for these inputs, listening on 127.0.0.1 and a free port (where it listens is not part
     of what compiles: compile_cache.plan_digest leaves it out)."""
     from entrypoint.planning import build_plan
 
-    return build_plan(model=model, properties=properties, host=LOCAL_HOST, port=_free_port())
+    return build_plan(model=model, properties=properties, host=LOCAL_HOST, port=free_port(LOCAL_HOST))
 
 
 def health(port: int) -> int | None:

@@ -13,7 +13,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from typing import Any
 import httpx
 
 from entrypoint.lmi.engine_processes import engine_children
+from entrypoint.ports import free_port
 from entrypoint.run_local import CPU_ENV_DEFAULTS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,12 +33,6 @@ START_DEADLINE_S = float(os.environ.get("E2E_START_DEADLINE_S", "240"))
 CPU_ENV = CPU_ENV_DEFAULTS
 
 STARTED: list[Server] = []  # every server of this session: the failure report hook, stop_all at exit
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def engine_core_children(pid: int) -> list[int]:

@@ -272,15 +272,27 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
             f"| {_f(r.get('decode_tps_best'))} ({_f(r.get('decode_tps_median'))}) | {vs} "
             f"| {_f(r.get('output_tps_best'))} | {_f(r.get('ttft_ms_median'))} | {_f(r.get('tpot_ms_median'), 2)} "
             f"| {_f(r.get('spread_pct'))} "
-            f"| {_f(r.get('engine_start_cold_s'), 0)} / {_f(r.get('engine_start_warm_s'), 0)} "
+            f"| {_f(r.get('engine_start_cold_s'), 0)}{SHARED_MARK if _shared_start(r) else ''} "
+            f"/ {_f(r.get('engine_start_warm_s'), 0)} "
             f"| {r['status']} |"
         )
     envs = sorted(
         {f"vLLM {r['vllm']}, torch {r['torch']}, Triton {r['triton']}, FlashInfer {r['flashinfer']}, {r['gpu']}"
          for r in rows if r.get("vllm")}
     )  # fmt: skip
-    footer = "\n" + "\n".join(f"Environment: {e}." for e in envs) + "\n" if envs else "\n"
+    notes = [f"Environment: {e}." for e in envs]
+    if any(_shared_start(r) for r in rows):
+        notes.append(f"{SHARED_MARK} not a cold start: the engine read the Triton kernels the run's earlier engines "
+                     "compiled (--share-triton-cache; the CSV's start_caches column).")  # fmt: skip
+    footer = "\n" + "\n".join(notes) + "\n" if notes else "\n"
     return header + "\n".join(lines) + "\n" + footer
+
+
+SHARED_MARK = "†"
+
+
+def _shared_start(row: dict[str, Any]) -> bool:
+    return str(row.get("start_caches") or "empty") != "empty"
 
 
 def plot(rows: Sequence[dict[str, Any]], path: Path) -> bool:

@@ -19,7 +19,6 @@ import http.client
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,12 +29,7 @@ from typing import Any
 
 from benchmarks.serving.bodies import PROMPT, count_tokens, stream_body
 from benchmarks.sigterm import exit_on_sigterm
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from entrypoint.ports import free_port
 
 
 class Client:

@@ -416,6 +416,19 @@ def test_a_row_with_options_is_labelled_and_compared_with_the_auto_a_user_would_
     assert report.plot(rows, tmp_path / "p.png")
 
 
+def test_a_start_with_the_runs_shared_triton_cache_is_not_called_cold(tmp_path: Path) -> None:
+    rows = [{**r, "engine_start_cold_s": 120.0, "start_caches": "empty" if r["backend"] == "auto" else
+             "empty + 9 Triton kernels of the run's earlier engines"} for r in _rows()]  # fmt: skip
+    path = tmp_path / "x.csv"
+    report.write_csv(rows, path)
+    table = report.markdown_table(report.read_csv(path))
+    auto = next(line for line in table.splitlines() if "| auto (" in line)
+    triton = next(line for line in table.splitlines() if "| triton (" in line)
+    assert "| 120 / – |" in auto and f"| 120{report.SHARED_MARK} / – |" in triton
+    assert f"{report.SHARED_MARK} not a cold start" in table
+    assert report.SHARED_MARK not in report.markdown_table(_rows())  # rows from before the column: no mark
+
+
 def test_rows_of_an_engine_that_never_started_say_why() -> None:
     rows = report.build_rows(
         model="m", layers=32, layers_real=32, setup=be.EngineSetup("auto", None),
