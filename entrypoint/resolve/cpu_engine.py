@@ -26,6 +26,14 @@ def cpu_engine_args(engine: EngineArgs, caps: VllmCapabilities) -> tuple[list[st
             "enforce_eager: on for the CPU engine (its compile cache fails to reload: 12 s start vs 24-35 s)"
         )
     if "enable_chunked_prefill" in caps.engine_args and "enable_chunked_prefill" not in engine.values:
-        args.append("--no-enable-chunked-prefill")
-        reasons.append(f"enable_chunked_prefill: off for the CPU engine ({SEEDED_CHUNK_CRASH})")
+        if "max_num_batched_tokens" in engine.values:
+            # without chunking vLLM needs a step to hold a whole prompt (max_num_batched_tokens >= max_model_len) and
+            # refuses to start otherwise: a user's step budget keeps vLLM's default
+            reasons.append(
+                "enable_chunked_prefill: left to vLLM on the CPU engine (max_num_batched_tokens is set, and without "
+                f"chunking a step must hold a whole prompt; beware: {SEEDED_CHUNK_CRASH})"
+            )
+        else:
+            args.append("--no-enable-chunked-prefill")
+            reasons.append(f"enable_chunked_prefill: off for the CPU engine ({SEEDED_CHUNK_CRASH})")
     return args, reasons

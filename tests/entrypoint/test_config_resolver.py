@@ -331,6 +331,10 @@ def test_the_cpu_engine_runs_without_chunked_prefill_unless_the_user_says_otherw
     mine = resolve(settings(enable_chunked_prefill="true"), model("bf16"), simulate_gpus("cpu"), cpu_caps)
     assert "--no-enable-chunked-prefill" not in mine.vllm_args and "--enable-chunked-prefill" in mine.vllm_args
     assert not any(r.startswith("enable_chunked_prefill:") for r in mine.reasons)
+    # a user's step budget: without chunking vLLM would refuse prompts longer than it, so vLLM's default stays
+    budget = resolve(settings(max_rolling_batch_prefill_tokens="512"), model("bf16"), simulate_gpus("cpu"), cpu_caps)
+    assert not any("chunked-prefill" in arg for arg in budget.vllm_args)
+    assert any(r.startswith("enable_chunked_prefill: left to vLLM on the CPU engine") for r in budget.reasons)
     gpu = resolve(settings(), model("native fp8 static"), simulate_gpus("H200"), CAPS)
     assert not any("chunked-prefill" in arg for arg in gpu.vllm_args)  # the GPU engine keeps vLLM's default
 
