@@ -109,8 +109,9 @@ case "$PHASE" in
   nemotron)  ARGS=(--models nemotron-3-nano-30b-a3b-fp8 "${SERVED[@]}" --share-triton-cache) ;;
   nemotron-diag) # 2026-12-02: one Nemotron engine's repetitions spread 3-39 % (docs/results/e2e.md). The plan with
              # prefix caching off (option.enable_prefix_caching=false: vLLM then leaves the experimental Mamba cache
-             # mode 'all') and with it on (the image default), 5 reps each, one run per variant in its own folder;
-             # h200_session.sh samples the GPU's clocks beside it
+             # mode 'all') and with it on (the image default), 5 reps each, one run per variant in its own folder,
+             # both with vLLM's CUDA-graph metrics logged (which graph mode each step ran: FULL, PIECEWISE or none)
+             # and the whole engine log kept (engine_full.log.gz); h200_session.sh samples the GPU's clocks beside it
              ARGS=(--models nemotron-3-nano-30b-a3b-fp8 --backends plan --conc 1,8,64 --long-conc 1 --reps 5) ;;
   mixtral)   ARGS=(--models mixtral-8x7b-fp8-static "${SERVED[@]}" --timeout mixtral-8x7b-fp8-static:auto=360
                    --share-triton-cache) ;;
@@ -188,8 +189,8 @@ fi
 if [ "${DRY_RUN:-0}" = 1 ]; then : >"$LOG"
 else nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>&1 | tee "$LOG"
 fi
-# Phases of one harness run per variant (NAME=OPTION, or NAME= for the image default), each in its own folder under
-# OUT, sharing the work dir and its FlashInfer JIT; the budget left is split over the runs still to start.
+# Phases of one harness run per variant (NAME=OPTION[;OPTION...], or NAME= for the image default), each in its own
+# folder under OUT, sharing the work dir and its FlashInfer JIT; the budget left is split over the runs still to start.
 VARIANTS=()
 if [ "$PHASE" = qwen-attention ]; then
   read -ra ATTN <<<"${ATTN_BACKENDS-TRITON_ATTN}"
@@ -199,7 +200,8 @@ if [ "$PHASE" = qwen-attention ]; then
   fi
   for backend in "${ATTN[@]}"; do VARIANTS+=("$backend=attention_backend=$backend"); done
 elif [ "$PHASE" = nemotron-diag ]; then
-  VARIANTS=("no-prefix-caching=enable_prefix_caching=false" "prefix-caching=")
+  VARIANTS=("no-prefix-caching=enable_prefix_caching=false;cudagraph_metrics=true"
+            "prefix-caching=cudagraph_metrics=true")
 fi
 if ((${#VARIANTS[@]} > 0)); then
   rc=0 runs_left=${#VARIANTS[@]}
@@ -208,11 +210,15 @@ if ((${#VARIANTS[@]} > 0)); then
     share=$(((BUDGET_S - SECONDS) / runs_left))
     runs_left=$((runs_left - 1))
     extra=()
-    [ -n "$option" ] && extra=(--option "$option")
+    IFS=';' read -ra options <<<"$option"
+    for one in "${options[@]}"; do extra+=(--option "$one"); done
     mkdir -p "$OUT/$name"
     python3 -m benchmarks.e2e run "${COMMON[@]}" --out-dir "$OUT/$name" --budget-s "$share" "${ARGS[@]}" \
       "${extra[@]}" "${DRY[@]}" 2>&1 | tee -a "$LOG"
     ((PIPESTATUS[0] == 0)) || rc=1
+    if [ "$PHASE" = nemotron-diag ]; then  # the worker's log holds the whole server log (its CUDA-graph metrics)
+      gzip -c "$WORK/nemotron-3-nano-30b-a3b-fp8.plan.cold.log" >"$OUT/$name/engine_full.log.gz" 2>/dev/null || true
+    fi
   done
   echo "e2e.sh: phase $PHASE finished rc=$rc; one folder per variant in $OUT: ${VARIANTS[*]%%=*}"
   exit "$rc"

@@ -266,6 +266,7 @@ def test_the_nemotron_diagnosis_runs_the_plan_with_prefix_caching_off_then_on(tm
     argvs = [line for line in done.stdout.splitlines() if line.strip().startswith("argv:")]
     assert len(argvs) == 2
     assert "--no-enable-prefix-caching" in argvs[0] and " --enable-prefix-caching " in argvs[1]
+    assert all(" --cudagraph-metrics " in argv for argv in argvs)  # which graph mode each step ran, logged
     assert done.stdout.count("8 workloads") == 0 and done.stdout.count("4 workloads × 5 reps") == 2
     assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["e2e_console.log", "no-prefix-caching",
                                                                    "prefix-caching"]  # fmt: skip
