@@ -1,10 +1,12 @@
 """The vLLM general plugin that puts our fused-MoE kernel (ops.fused_moe_fp8) into the engine where it wins.
 
-vLLM calls `register` in every process it starts (entry point group `vllm.general_plugins`, pyproject.toml). It does
-nothing unless the resolver's plan set MOE_SERVING_MOE_KERNEL=project (option.moe_kernel auto or project); then, on a
-vLLM it was checked against, it wraps vLLM's Triton FP8 experts (entrypoint.moe_plugin.triton_experts) so that the
-token counts kernels/fused_moe_dispatch.json lists run our kernel and every other call runs vLLM's. Any other case
-(another vLLM, the hook point gone, the table unreadable) leaves vLLM's kernel in place and logs one line saying so.
+vLLM calls `register` in every process it starts (entry point group `vllm.general_plugins`, pyproject.toml). On the CPU
+engine it first asks for the AMX tile permission vLLM's CPU attention needs and does not ask for (cpu_amx). Otherwise
+it does nothing unless the resolver's plan set MOE_SERVING_MOE_KERNEL=project (option.moe_kernel auto or project);
+then, on a vLLM it was checked against, it wraps vLLM's Triton FP8 experts (entrypoint.moe_plugin.triton_experts) so
+that the token counts kernels/fused_moe_dispatch.json lists run our kernel and every other call runs vLLM's. Any other
+case (another vLLM, the hook point gone, the table unreadable) leaves vLLM's kernel in place and logs one line saying
+so.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import logging
 import os
 from importlib.metadata import entry_points
 
+from entrypoint.moe_plugin.cpu_amx import request_amx
 from entrypoint.moe_plugin.hook import install
 from kernels.dispatch import TABLE_ENV, table_path
 
@@ -41,6 +44,10 @@ def entry_point_installed() -> bool:
 
 def register() -> None:
     """vLLM's entry point: idempotent (vLLM may call it more than once per process), never raises."""
+    try:
+        request_amx(logger)
+    except Exception as exc:  # never stop vLLM for it: the attention kernel then decides
+        logger.warning("AMX tiles: permission not requested (%s: %s)", type(exc).__name__, exc)
     if os.environ.get(KERNEL_ENV) != "project":
         return
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import platform
 import subprocess
 import sys
 from typing import Any, ClassVar
@@ -56,6 +57,32 @@ def test_vllm_loads_the_plugin_which_checks_the_version_and_leaves_vllm_032_alon
     else:
         assert lines == []
     assert "apply from vllm.model_executor.layers.fused_moe.experts.triton_moe" in out
+
+
+# ARCH_GET_XCOMP_PERM (arch/x86/include/uapi/asm/prctl.h) through the raw syscall: the features this process may use.
+AMX_PERMISSION = """
+import ctypes, torch
+libc = ctypes.CDLL(None, use_errno=True)
+def tiles_permitted():
+    mask = ctypes.c_ulong(0)
+    assert libc.syscall(158, 0x1022, ctypes.byref(mask)) == 0  # SYS_arch_prctl, ARCH_GET_XCOMP_PERM
+    return bool(mask.value & (1 << 18))  # XFEATURE_XTILEDATA
+print("amx cpu", torch.cpu._is_amx_tile_supported(), "permitted before", tiles_permitted())
+from vllm.plugins import load_general_plugins
+load_general_plugins()
+print("permitted after", tiles_permitted())
+"""
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="AMX and arch_prctl are x86-64 only")
+def test_the_plugin_asks_for_the_amx_permission_vllms_cpu_attention_uses() -> None:
+    # Without it the EngineCore died with SIGILL in cpu_attention_with_kv_cache on an AMX host (cpu_amx.py); on a CPU
+    # without AMX tiles there is nothing to ask and nothing is said.
+    out = _run_vllm_process(AMX_PERMISSION, {KERNEL_ENV: ""})
+    if "amx cpu True" in out:
+        assert "permitted before False" in out and "permitted after True" in out, out[-2000:]
+    else:
+        assert "amx cpu False" in out and "permitted after False" in out, out[-2000:]
 
 
 def test_a_missing_hook_point_leaves_vllms_kernel_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
