@@ -18,12 +18,13 @@ import time
 from pathlib import Path
 
 from entrypoint import bake_traffic, compile_cache
+from entrypoint.argv import flag_value
 from entrypoint.errors import ConfigError
 from entrypoint.ports import free_port
-from entrypoint.resolve.cpu_engine import SEEDED_CHUNK_CRASH
-from entrypoint.resolve.engine_args import flag_value
+from entrypoint.resolve.cpu_engine import CPU_MAX_SAMPLED_BATCH, SEEDED_CHUNK_CRASH
 from entrypoint.resolve.plan import Plan
 from entrypoint.serve import fetch_if_remote, plan_log_lines, vllm_command, vllm_environment
+from entrypoint.warmup import WARMUP_ENV
 
 log = logging.getLogger("entrypoint.bake_cache")
 LOCAL_HOST = "127.0.0.1"
@@ -69,33 +70,6 @@ def _served_model(port: int) -> str:
     return str(json.loads(conn.getresponse().read())["data"][0]["id"])
 
 
-# When neither the argv nor config.json says: vLLM's own defaults on a large GPU, a common vocabulary.
-DEFAULT_MAX_NUM_SEQS = 1024
-DEFAULT_MAX_MODEL_LEN = 4096
-DEFAULT_VOCAB = 32000
-
-
-def model_limits(plan: Plan) -> tuple[int, int, int]:
-    """vocab size, max_model_len, max_num_seqs of this plan (argv first, then the checkpoint's config.json); a
-    default taken is logged."""
-    config_path = Path(plan.model) / "config.json"
-    config = json.loads(config_path.read_text()) if config_path.is_file() else {}
-    text = config.get("text_config", config)
-    found = {
-        "vocab_size": text.get("vocab_size") or config.get("vocab_size"),
-        "max_model_len": flag_value(plan.vllm_args, "--max-model-len") or text.get("max_position_embeddings"),
-        "max_num_seqs": flag_value(plan.vllm_args, "--max-num-seqs"),
-    }
-    defaults = {
-        "vocab_size": DEFAULT_VOCAB, "max_model_len": DEFAULT_MAX_MODEL_LEN, "max_num_seqs": DEFAULT_MAX_NUM_SEQS,
-    }  # fmt: skip
-    for name, value in found.items():
-        if value is None:
-            log.info("bake-cache: %s = %d (auto: neither the argv nor %s says)", name, defaults[name], config_path)
-    vocab, max_len, max_seqs = (int(found[n] or defaults[n]) for n in ("vocab_size", "max_model_len", "max_num_seqs"))
-    return vocab, max_len, max_seqs
-
-
 class BakeFailed(RuntimeError):
     """The bake's server died, never answered, or was stopped: no layer is written."""
 
@@ -135,7 +109,8 @@ def bake(plan: Plan, out: Path, timeout_s: float) -> dict:
     if flag_value(plan.vllm_args, "--host") != LOCAL_HOST or not port:
         raise ValueError(f"a bake's plan listens on {LOCAL_HOST} and a port: build it with bake_plan()")
     argv = vllm_command(plan)
-    env = {**vllm_environment(plan, os.environ), **compile_cache.cache_env(out)}
+    # the bake's own traffic is the warm-up's: a server warming itself first would send it twice
+    env = {**vllm_environment(plan, os.environ), **compile_cache.cache_env(out), WARMUP_ENV: "off"}
     for line in plan_log_lines(plan):
         log.info("%s", line)
     log.info("bake-cache: starting the plan's server on %s:%d, caches under %s", LOCAL_HOST, port, out)
@@ -148,10 +123,10 @@ def bake(plan: Plan, out: Path, timeout_s: float) -> dict:
         except ServerNotReady as err:
             raise BakeFailed(str(err)) from None
         log.info("bake-cache: server up after %.0f s; sending the bake's requests", time.perf_counter() - t0)
-        vocab, max_len, max_seqs = model_limits(plan)
+        vocab, max_len, max_seqs = bake_traffic.model_limits(plan.model, plan.vllm_args, "bake-cache")
         sampled_cap = None
         if plan.gpu.kind == "cpu":
-            sampled_cap = bake_traffic.CPU_MAX_SAMPLED_BATCH
+            sampled_cap = CPU_MAX_SAMPLED_BATCH
             log.info("bake-cache: seeded batches capped at %d (auto: %s)", sampled_cap, SEEDED_CHUNK_CRASH)
         traffic = bake_traffic.batches(_served_model(port), vocab, max_len, max_seqs, sampled_cap)
         answered = bake_traffic.send(port, traffic)

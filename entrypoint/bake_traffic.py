@@ -17,9 +17,12 @@ import random
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-log = logging.getLogger("entrypoint.bake_cache")
+from entrypoint.argv import flag_value
+
+log = logging.getLogger("entrypoint.bake_traffic")
 PROMPT_LENGTHS = (1, 2, 3, 7, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 511, 512, 513, 1023,
                   1024, 1025, 2047, 2048, 4096, 8191, 8192)  # fmt: skip
 SAMPLED = (
@@ -29,11 +32,31 @@ SAMPLED = (
 )
 
 
-# The CPU engine's bake keeps its seeded batches to 8 x 36 tokens, one prefill step on the tiny model: vLLM 0.32's CPU
-# engine dies on a seeded request whose prefill is chunked (entrypoint/resolve/cpu_engine.py). The plan turns chunked
-# prefill off there, but a user's option.enable_chunked_prefill=true would bring the crash back, and the CPU engine
-# runs eager, so larger batches would warm nothing.
-CPU_MAX_SAMPLED_BATCH = 8
+# When neither the argv nor config.json says: vLLM's own defaults on a large GPU, a common vocabulary.
+DEFAULT_MAX_NUM_SEQS = 1024
+DEFAULT_MAX_MODEL_LEN = 4096
+DEFAULT_VOCAB = 32000
+
+
+def model_limits(model: str, vllm_args: Sequence[str], who: str) -> tuple[int, int, int]:
+    """vocab size, max_model_len, max_num_seqs of a served model (the argv first, then the checkpoint's config.json);
+    a default taken is logged, its line starting with `who`."""
+    config_path = Path(model) / "config.json"
+    config = json.loads(config_path.read_text()) if config_path.is_file() else {}
+    text = config.get("text_config", config)
+    found = {
+        "vocab_size": text.get("vocab_size") or config.get("vocab_size"),
+        "max_model_len": flag_value(vllm_args, "--max-model-len") or text.get("max_position_embeddings"),
+        "max_num_seqs": flag_value(vllm_args, "--max-num-seqs"),
+    }
+    defaults = {
+        "vocab_size": DEFAULT_VOCAB, "max_model_len": DEFAULT_MAX_MODEL_LEN, "max_num_seqs": DEFAULT_MAX_NUM_SEQS,
+    }  # fmt: skip
+    for name, value in found.items():
+        if value is None:
+            log.info("%s: %s = %d (auto: neither the argv nor %s says)", who, name, defaults[name], config_path)
+    vocab, max_len, max_seqs = (int(found[n] or defaults[n]) for n in ("vocab_size", "max_model_len", "max_num_seqs"))
+    return vocab, max_len, max_seqs
 
 
 @dataclass(frozen=True)
@@ -49,16 +72,23 @@ def _ids(rng: random.Random, n: int, vocab: int) -> list[int]:
 
 
 def batches(
-    model: str, vocab: int, max_model_len: int, max_num_seqs: int, max_sampled_batch: int | None = None, seed: int = 7
+    model: str | None,
+    vocab: int,
+    max_model_len: int,
+    max_num_seqs: int,
+    max_sampled_batch: int | None = None,
+    seed: int = 7,
 ) -> list[Batch]:
     """The bake's traffic, smallest first; prompts of random token ids (the tokenizer is never needed).
 
-    max_sampled_batch caps the seeded batches (the CPU engine: CPU_MAX_SAMPLED_BATCH)."""
+    model None leaves the field out (vLLM serves its first model); max_sampled_batch caps the seeded batches (the CPU
+    engine: entrypoint.resolve.cpu_engine.CPU_MAX_SAMPLED_BATCH)."""
     rng = random.Random(seed)
     out_tokens = 4
 
     def body(n: int, **sampling: Any) -> dict[str, Any]:
-        return {"model": model, "prompt": _ids(rng, n, vocab), "max_tokens": out_tokens, "min_tokens": out_tokens,
+        named = {"model": model} if model is not None else {}
+        return {**named, "prompt": _ids(rng, n, vocab), "max_tokens": out_tokens, "min_tokens": out_tokens,
                 "ignore_eos": True, **(sampling or {"temperature": 0.0})}  # fmt: skip
 
     longest = max(1, max_model_len - out_tokens - 1)
@@ -74,32 +104,34 @@ def batches(
     return plan
 
 
-def _post(port: int, body: dict[str, Any], timeout: float) -> tuple[int, str]:
+def _post(port: int, body: dict[str, Any], timeout: float, path: str) -> tuple[int, str]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
-        conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+        conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
         response = conn.getresponse()
         return response.status, response.read().decode(errors="replace")[:300]
     finally:
         conn.close()
 
 
-def send(port: int, plan: Sequence[Batch], timeout: float = 600.0) -> int:
-    """Send every batch (its requests at once) and wait for each; returns the number of requests answered 200.
+def send(
+    port: int, plan: Sequence[Batch], timeout: float = 600.0, path: str = "/v1/completions", who: str = "bake-cache"
+) -> int:
+    """Send every batch (its requests at once) to `path` and wait for each; returns the number answered 200.
 
     A request refused with 4xx (a prompt over a limit the plan does not show) is skipped and logged; anything else
     raises."""
     answered = 0
     for batch in plan:
         with ThreadPoolExecutor(max_workers=len(batch.bodies)) as pool:
-            results = list(pool.map(lambda b: _post(port, b, timeout), batch.bodies))
+            results = list(pool.map(lambda b: _post(port, b, timeout, path), batch.bodies))
         refused = [(status, text) for status, text in results if 400 <= status < 500]
         for status, text in results:
             if status == 200:
                 answered += 1
             elif not 400 <= status < 500:
-                raise RuntimeError(f"bake request '{batch.label}' got HTTP {status}: {text}")
+                raise RuntimeError(f"{who}: request '{batch.label}' got HTTP {status}: {text}")
         if refused:
-            log.warning("bake-cache: '%s': %d of %d refused (first: HTTP %d %s)", batch.label, len(refused),
+            log.warning("%s: '%s': %d of %d refused (first: HTTP %d %s)", who, batch.label, len(refused),
                         len(results), *refused[0])  # fmt: skip
     return answered

@@ -24,6 +24,7 @@ from typing import Any
 
 from entrypoint.redact import is_secret_env, is_secret_flag
 from entrypoint.resolve.plan import Plan
+from entrypoint.warmup import WARMUP_ENVS
 
 # The layer's folders and the variables that name their run-time place (the image sets all three under /tmp).
 CACHE_DIRS: dict[str, str] = {
@@ -35,6 +36,9 @@ MANIFEST = "manifest.json"
 LAYER_ENV = "MOE_BAKED_COMPILE_CACHE"  # where the image keeps the layer (docker/cache-layer.Dockerfile)
 # Arguments that do not change what is compiled: where the server listens.
 _NOT_COMPILED = {"--host", "--port"}
+# Environment that does not change what is compiled: whether the server warms itself up (the bake turns it off, its
+# own traffic being the same requests).
+_NOT_COMPILED_ENV = WARMUP_ENVS
 
 
 @dataclass(frozen=True)
@@ -68,7 +72,7 @@ def compiled_args(plan: Plan) -> list[str]:
 
 
 def plan_digest(plan: Plan) -> str:
-    env = sorted((k, v) for k, v in plan.env.items() if not is_secret_env(k))
+    env = sorted((k, v) for k, v in plan.env.items() if not is_secret_env(k) and k not in _NOT_COMPILED_ENV)
     text = json.dumps({"args": compiled_args(plan), "env": env})
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -30,6 +30,7 @@ from entrypoint.resolve.plan import Plan, PlanModel, PlanQuantization
 from entrypoint.resolve.rules import RuleContext, first_matching_rule
 from entrypoint.resolve.tuned_configs import TunedConfigIndex, tuned_file_name
 from entrypoint.resolve.vllm_caps import VllmCapabilities
+from entrypoint.resolve.warmup import warmup_env
 from kernels.dispatch import DispatchTable
 from kernels.shapes import moe_partition
 
@@ -218,6 +219,9 @@ def resolve(
     if gpus.is_cpu:
         extra_args, cpu_reasons = cpu_engine_args(engine, caps)
         reasons += cpu_reasons
+    warmup, warmup_reason = warmup_env(settings, gpus, engine)
+    env.update(warmup)
+    reasons.append(warmup_reason)
 
     vllm_args = (
         settings.model,

@@ -20,6 +20,7 @@ from typing import Any
 
 from benchmarks.e2e.spec import MoEShape
 from entrypoint.moe_plugin import KERNEL_ENV  # the plan's switch for our kernel: only the plan rows keep it
+from entrypoint.warmup import WARMUP_ENVS
 
 # plan_vllm_kernel: the plan with option.moe_kernel=vllm (vLLM's kernels only), what the plugin adds is plan / it.
 BACKENDS: tuple[str, ...] = ("auto", "plan", "plan_vllm_kernel", "triton", "triton_tuned", "flashinfer_cutlass")
@@ -109,8 +110,9 @@ def _plan_setup(decision: PlanDecision, tuned_dir: Path) -> EngineSetup:
 
 
 def _identity(setup: EngineSetup, shape: MoEShape) -> tuple[str, tuple[tuple[str, str], ...]]:
-    """What the engine really runs: a tuned-config folder with no file for this shape changes nothing."""
-    env = dict(setup.env)
+    """What the engine really runs: a tuned-config folder with no file for this shape changes nothing, nor does the
+    server's warm-up."""
+    env = {k: v for k, v in setup.env.items() if k not in WARMUP_ENVS}
     folder = env.get(TUNED_ENV)
     if folder is not None and not tuned_files_for(shape, Path(folder)):
         del env[TUNED_ENV]

@@ -503,7 +503,8 @@ def _layer_start(
     row's options, then a start from empty caches seeded from that layer as `serve` seeds them
     (entrypoint.compile_cache.seed), probed with every workload shape and seeded top-p batches; its row counts what
     still compiled at start and after."""
-    from entrypoint import bake_traffic, compile_cache
+    from entrypoint import compile_cache
+    from entrypoint.resolve.cpu_engine import CPU_MAX_SAMPLED_BATCH
 
     model_dir = tokenizer.prepare_model_dir(run_dir, args.work_dir)
     layer = cache.with_name(cache.name + "-layer")
@@ -547,8 +548,8 @@ def _layer_start(
         failed = runner.JobResult(status="failed", error=seeded)
         return report.start_row(j.model, j.setup.backend, "layer", failed, args.compile_mode)
     timeout = max(30.0, min(job_timeout(args, j.model, j.setup.backend), budget.left() - 10))
-    # seeded batches of 8 and 16 (the CPU engine: 8 only, bake_traffic.CPU_MAX_SAMPLED_BATCH)
-    sizes = (bake_traffic.CPU_MAX_SAMPLED_BATCH,) if plan.gpu.kind == "cpu" else (8, 16)
+    # seeded batches of 8 and 16 (the CPU engine: 8 only, CPU_MAX_SAMPLED_BATCH)
+    sizes = (CPU_MAX_SAMPLED_BATCH,) if plan.gpu.kind == "cpu" else (8, 16)
     # the server of this row runs exactly the plan seeded above: the GPU detected, as serve and the bake detect it
     result = _served(args, j, run_dir, env, where, timeout, "layer", True, None, engines_log, jit_probe=True,
                      sampler_probe=sizes, detect_gpu=True)  # fmt: skip

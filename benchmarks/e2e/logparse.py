@@ -116,6 +116,8 @@ START_DURATIONS: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ("torch_compile_total_s", re.compile(r"torch\.compile (?:takes|took) ([\d.]+) ?s"), "sum"),
     ("cuda_graphs_s", re.compile(r"Graph capturing finished in ([\d.]+) ?sec"), "sum"),
     ("init_engine_s", re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) ?s"), "first"),
+    # the server's own warm-up (option.warmup, entrypoint.lmi.warmup_gate), after the engine and before /health 200
+    ("warmup_s", re.compile(r"warm-up: (?:done|failed \(exit status -?\d+\)) after ([\d.]+) s"), "first"),
 )
 
 

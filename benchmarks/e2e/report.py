@@ -343,8 +343,8 @@ START_COLUMNS = (
     "model", "split", "options", "backend", "mode", "status", "start_s", "first_request_s", "weights_s",
     "model_load_s", "dynamo_s",
     "graph_compile_s", "compiled_graph_load_s", "torch_compile_total_s", "cuda_graphs_s", "init_engine_s",
-    "flashinfer_autotune", "triton_compiled_at_start", "triton_compiled_kernels", "moe_jit_at_start_by_rank",
-    "moe_jit_while_serving_by_rank", "moe_backend_logged", "compile",
+    "warmup_s", "flashinfer_autotune", "triton_compiled_at_start", "triton_compiled_kernels",
+    "moe_jit_at_start_by_rank", "moe_jit_while_serving_by_rank", "moe_backend_logged", "compile",
     "vllm", "torch", "triton", "flashinfer", "gpu", "error",
 )  # fmt: skip
 
@@ -426,7 +426,7 @@ START_PARTS = (
 
 def plot_start_breakdown(rows: Sequence[dict[str, Any]], path: Path) -> bool:
     """One bar per start mode: the parts vLLM logs (weights, torch.compile or its cache load, CUDA graphs), the
-    rest of its engine init, and everything before the engine (process start, imports, API server)."""
+    rest of its engine init, the server's warm-up, and everything else (process start, imports, API server)."""
     try:
         import matplotlib
 
@@ -448,6 +448,10 @@ def plot_start_breakdown(rows: Sequence[dict[str, Any]], path: Path) -> bool:
                    for r, b in zip(measured, bottom, strict=True)]  # fmt: skip
     ax.bar(labels, rest_engine, bottom=bottom, label="rest of engine init")
     bottom = [b + v for b, v in zip(bottom, rest_engine, strict=True)]
+    warmup = [_num(r.get("warmup_s")) or 0.0 for r in measured]
+    if any(warmup):
+        ax.bar(labels, warmup, bottom=bottom, label="the server's warm-up (option.warmup)")
+        bottom = [b + v for b, v in zip(bottom, warmup, strict=True)]
     outside = [max(0.0, float(r["start_s"]) - b) for r, b in zip(measured, bottom, strict=True)]
     ax.bar(labels, outside, bottom=bottom, label="process start, imports, API server")
     ax.set_ylabel("seconds from process start to /health 200")

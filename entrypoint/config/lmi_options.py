@@ -100,6 +100,13 @@ LMI_OPTIONS: tuple[LmiOption, ...] = (
         "shape on an H200 with the Triton backend, vLLM's elsewhere), `project` (the same, refused where it "
         "cannot run) or `vllm` (vLLM's kernels only); sets MOE_SERVING_MOE_KERNEL for the engine plugin",
     ),
+    LmiOption(
+        "warmup",
+        "–",
+        notes="`auto` (on for a GPU engine, off for the CPU engine and with several API servers), `on` / `true` or "
+        "`off` / `false`: the server sends the compile-cache bake's requests to itself before `/ping` answers 200, so "
+        "kernels vLLM compiles on first use compile during the start, not under the first users' requests",
+    ),
 )
 
 # SageMaker / TGI environment names → LMI option key, used only when the LMI key is unset.
@@ -128,9 +135,9 @@ DTYPE_NAMES: dict[str, str] = {
     "auto": "auto",
 }
 
-# Options this container interprets itself (never passed through verbatim): typed fields of Settings,
-# values in entrypoint.config.moe (option.moe_kernel=project: ops.fused_moe_fp8 through entrypoint.moe_plugin).
-PROJECT_OPTIONS: frozenset[str] = frozenset({"moe_backend", "moe_kernel"})
+# Options this container interprets itself (never passed through verbatim): typed fields of Settings, values in
+# entrypoint.config.moe and .warmup (option.moe_kernel=project: ops.fused_moe_fp8 through entrypoint.moe_plugin).
+PROJECT_OPTIONS: frozenset[str] = frozenset({"moe_backend", "moe_kernel", "warmup"})
 
 # Engine/frontend arguments the entrypoint owns: the bind address comes from SageMaker's contract,
 # the middleware is what makes /invocations speak LMI.

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from entrypoint.lmi.engine_processes import EngineProcesses
+from entrypoint.lmi.warmup_gate import WarmupGate
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -66,17 +67,21 @@ def _note_stop_signals() -> None:
             return
 
 
-def watch_lifespan(scope: Scope, receive: Receive, engines: EngineProcesses) -> Receive:
-    """The lifespan `receive`, noting stop signals at startup and an engine death at shutdown."""
+def watch_lifespan(scope: Scope, receive: Receive, engines: EngineProcesses, warmup: WarmupGate) -> Receive:
+    """The lifespan `receive`, noting stop signals and starting the warm-up at startup, an engine death at
+    shutdown."""
 
     async def watched() -> Message:
         message = await receive()
         if message["type"] == "lifespan.startup":
             _note_stop_signals()
             engines.take_roll()  # vLLM started its engine before the server: it is running now
-        elif message["type"] == "lifespan.shutdown" and not SERVER_STATE.stop_requested and engine_stopped(scope):
-            SERVER_STATE.engine_died = True
-            logger.error("the inference engine died; the server stops with exit code %d", ENGINE_DIED_EXIT_CODE)
+            warmup.start()
+        elif message["type"] == "lifespan.shutdown":
+            warmup.stop()
+            if not SERVER_STATE.stop_requested and engine_stopped(scope):
+                SERVER_STATE.engine_died = True
+                logger.error("the inference engine died; the server stops with exit code %d", ENGINE_DIED_EXIT_CODE)
         return message
 
     return watched

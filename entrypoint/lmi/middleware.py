@@ -40,6 +40,7 @@ from entrypoint.lmi.translate import (
     parse_lmi_request,
     vllm_error_to_lmi,
 )
+from entrypoint.lmi.warmup_gate import WarmupGate
 
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
@@ -54,6 +55,7 @@ JSONLINES = b"application/jsonlines"
 # (SageMaker itself caps real-time payloads before they reach the container).
 MAX_PAYLOAD_ENV = "SAGEMAKER_MAX_PAYLOAD_IN_MB"
 _CUSTOM_ATTRIBUTES_KEY = CUSTOM_ATTRIBUTES_HEADER.encode("latin-1")
+WARMING_UP = LMIError(503, "warming up: the server sends its own warm-up requests first (option.warmup)")
 
 
 class _BodyTooLarge(Exception):
@@ -80,15 +82,20 @@ class LMIMiddleware:
         self.max_payload = _max_payload_bytes()
         self.watch = _EngineWatch()
         self.engines = EngineProcesses()
+        self.warmup = WarmupGate()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            await self.app(scope, watch_lifespan(scope, receive, self.engines), send)
+            await self.app(scope, watch_lifespan(scope, receive, self.engines, self.warmup), send)
             return
-        if scope["type"] == "http" and scope["path"] in HEALTH_PATHS and self.engines.dead():
-            # vLLM's own check notices a few ms later (entrypoint/lmi/engine_processes.py): never 200 in between.
-            await _send_json(send, 503, LMIError(503, "the inference engine process is gone").body())
-            return
+        if scope["type"] == "http" and scope["path"] in HEALTH_PATHS:
+            if self.engines.dead():
+                # vLLM's own check notices a few ms later (entrypoint/lmi/engine_processes.py): never 200 in between.
+                await _send_json(send, 503, LMIError(503, "the inference engine process is gone").body())
+                return
+            if self.warmup.holding:
+                await _send_json(send, 503, WARMING_UP.body())
+                return
         if scope["type"] != "http" or scope["path"] != INVOCATIONS or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return

@@ -15,6 +15,11 @@ from entrypoint.resolve.vllm_caps import VllmCapabilities
 # affected.
 SEEDED_CHUNK_CRASH = "vLLM's CPU engine dies on a seeded request whose prefill is chunked (CPU generators lack offsets)"
 
+# The CPU engine's bake and warm-up keep their seeded batches to 8 x 36 tokens, one prefill step on the tiny model:
+# the crash above. The plan turns chunked prefill off there, but a user's option.enable_chunked_prefill=true would
+# bring it back, and the CPU engine runs eager, so larger batches would warm nothing.
+CPU_MAX_SAMPLED_BATCH = 8
+
 
 def cpu_engine_args(engine: EngineArgs, caps: VllmCapabilities) -> tuple[list[str], list[str]]:
     """(extra vLLM arguments, one reason line each) for the CPU engine."""

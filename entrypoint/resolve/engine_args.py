@@ -11,7 +11,7 @@ import difflib
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from entrypoint.config.lmi_options import (
@@ -229,13 +229,3 @@ def build_engine_args(
         if lmi_key != vllm_key:
             notes.append(f"option.{lmi_key}={options[lmi_key]} → {flag(vllm_key)} {value}")
     return _typed(args, values, ignored, notes)
-
-
-def flag_value(argv: Sequence[str], name: str) -> str | None:
-    """The value of `name` (say --max-num-seqs) in an argv, as `--name V` or `--name=V`; None when absent."""
-    for i, arg in enumerate(argv):
-        if arg == name and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith(name + "="):
-            return arg.split("=", 1)[1]
-    return None

@@ -113,10 +113,11 @@ def test_start_durations_read_vllms_own_lines() -> None:
         "INFO [monitor.py:4] torch.compile takes 36.70 s in total",
         "INFO [gpu_model_runner.py:5] Graph capturing finished in 8 secs, took 0.51 GiB",
         "INFO [core.py:6] init engine (profile, create kv cache, warmup model) took 60.10 seconds",
+        "(APIServer pid=2) INFO [warmup_gate.py:7] warm-up: done after 6.3 s; /ping answers 200",
     ])  # fmt: skip
     assert start_durations(log) == {
         "weights_s": 3.1, "model_load_s": 3.55, "graph_compile_s": 22.0, "torch_compile_total_s": 36.7,
-        "cuda_graphs_s": 8.0, "init_engine_s": 60.1,
+        "cuda_graphs_s": 8.0, "init_engine_s": 60.1, "warmup_s": 6.3,
     }  # fmt: skip
 
 

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from entrypoint import bake_traffic, compile_cache
-from entrypoint.bake_cache import model_limits
 from entrypoint.planning import build_plan
+from entrypoint.resolve.cpu_engine import CPU_MAX_SAMPLED_BATCH
 from tools.local_server import CPU_ENV, REPO
 
 
@@ -38,9 +38,10 @@ def test_bake_cache_serves_every_batch_and_writes_a_layer_serve_accepts(tiny_mod
     assert run.returncode == 0, run.stderr[-4000:]
     manifest = json.loads((out / compile_cache.MANIFEST).read_text())
     serve_plan = build_plan(model=str(tiny_model), environ={**os.environ, **CPU_ENV})
-    vocab, max_len, max_seqs = model_limits(serve_plan)  # 512 from the argv; max_num_seqs: the logged default
+    # max_model_len 512 from the argv; max_num_seqs: the logged default
+    vocab, max_len, max_seqs = bake_traffic.model_limits(serve_plan.model, serve_plan.vllm_args, "bake-cache")
     assert max_len == 512 and f"max_num_seqs = {max_seqs} (auto: " in run.stderr
-    sent = bake_traffic.batches("m", vocab, max_len, max_seqs, bake_traffic.CPU_MAX_SAMPLED_BATCH)
+    sent = bake_traffic.batches("m", vocab, max_len, max_seqs, CPU_MAX_SAMPLED_BATCH)
     assert manifest["bake_requests"] == sum(len(b.bodies) for b in sent)  # every request answered 200
     assert "seeded batches capped at 8 (auto: " in run.stderr  # the CPU engine's decision, with its reason
     # what serve plans for the same model (listening on 0.0.0.0:8080) has the layer's key: serve would seed it

@@ -1,0 +1,106 @@
+"""The warm-up at server start (option.warmup): start entrypoint.warmup, hold /ping and /health at 503 until it ends.
+
+The middleware lives in vLLM's API server process, so it reads the server's own argv (vLLM's CLI runs in-process:
+entrypoint.serve.run_vllm_cli) for the model and the port, and starts the warm-up as a child process, whose blocking
+HTTP clients never share this event loop. The hold ends when the child exits, whatever its status, or after
+MOE_WARMUP_TIMEOUT_S: a failed or slow warm-up is logged, and the server serves cold rather than not at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+
+from entrypoint.argv import flag_value
+from entrypoint.warmup import DEFAULT_TIMEOUT_S, MAX_SAMPLED_BATCH_ENV, TIMEOUT_ENV, WARMUP_ENV
+
+# A child of vLLM's logger, which vLLM gives its handler and format in its server process: an INFO line of a logger
+# outside that tree would be dropped there (Python's last-resort handler takes warnings only).
+logger = logging.getLogger("vllm.moe_serving_warmup")
+VLLM_DEFAULT_PORT = "8000"
+
+
+def warmup_command(argv: Sequence[str], environ: Mapping[str, str], python: str = sys.executable) -> list[str] | None:
+    """The warm-up's argv for a server started as `vllm serve MODEL ...`; None when the server's argv has no model."""
+    args = list(argv[argv.index("serve") + 1 :]) if "serve" in argv else []
+    if not args or args[0].startswith("-"):
+        return None
+    port = flag_value(args, "--port") or VLLM_DEFAULT_PORT
+    command = [python, "-m", "entrypoint.warmup", "--model", args[0], "--port", port,
+               "--timeout", str(timeout_s(environ))]  # fmt: skip
+    for flag in ("--max-model-len", "--max-num-seqs"):
+        value = flag_value(args, flag)
+        if value is not None and value.isdigit():
+            command += [flag, value]
+    if environ.get(MAX_SAMPLED_BATCH_ENV, "").isdigit():
+        command += ["--max-sampled-batch", environ[MAX_SAMPLED_BATCH_ENV]]
+    return command
+
+
+def timeout_s(environ: Mapping[str, str]) -> float:
+    text = environ.get(TIMEOUT_ENV, "").strip()
+    try:
+        value = float(text) if text else DEFAULT_TIMEOUT_S
+    except ValueError:
+        logger.warning("%s=%r is not a number of seconds; the warm-up waits %.0f s at most", TIMEOUT_ENV, text,
+                       DEFAULT_TIMEOUT_S)  # fmt: skip
+        return DEFAULT_TIMEOUT_S
+    return value if value > 0 else DEFAULT_TIMEOUT_S
+
+
+class WarmupGate:
+    """Whether /ping is held for the warm-up; `start` at lifespan startup, `stop` at shutdown."""
+
+    def __init__(self, environ: Mapping[str, str] | None = None, argv: Sequence[str] | None = None) -> None:
+        self.environ = dict(os.environ if environ is None else environ)
+        self.argv = list(sys.argv if argv is None else argv)
+        self.enabled = self.environ.get(WARMUP_ENV) == "on"
+        self.holding = False
+        self._child: asyncio.subprocess.Process | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if not self.enabled:
+            return
+        command = warmup_command(self.argv, self.environ)
+        if command is None:
+            logger.warning("warm-up: skipped (the server's argv names no model: %s)", " ".join(self.argv[:3]))
+            return
+        self.holding = True
+        self._task = asyncio.get_running_loop().create_task(self._run(command))
+
+    async def _run(self, command: list[str]) -> None:
+        t0 = time.perf_counter()
+        limit = timeout_s(self.environ)
+        logger.info("warm-up: started; /ping and /health answer 503 until it ends (at most %g s)", limit)
+        try:
+            self._child = await asyncio.create_subprocess_exec(*command)
+            code = await asyncio.wait_for(self._child.wait(), timeout=limit)
+            if code == 0:
+                logger.info("warm-up: done after %.1f s; /ping answers 200", time.perf_counter() - t0)
+            else:
+                logger.warning("warm-up: failed (exit status %d) after %.1f s; serving without it", code,
+                               time.perf_counter() - t0)  # fmt: skip
+        except TimeoutError:
+            logger.warning("warm-up: not done after %g s (%s); serving without it", limit, TIMEOUT_ENV)
+            self._kill()
+            if self._child is not None:
+                await self._child.wait()
+        except OSError as err:
+            logger.warning("warm-up: could not start (%s); serving without it", err)
+        finally:
+            self.holding = False
+
+    def _kill(self) -> None:
+        if self._child is not None and self._child.returncode is None:
+            self._child.kill()
+
+    def stop(self) -> None:
+        """At shutdown: a warm-up still running is killed (its requests would only meet a server going away)."""
+        self._kill()
+        if self._task is not None:
+            self._task.cancel()

@@ -1,0 +1,56 @@
+"""option.warmup: whether the server warms itself up before /ping answers 200 (entrypoint.warmup), and why.
+
+`auto` is on for a GPU engine, where vLLM compiles Triton kernels on a shape's first request; off for the CPU engine,
+which runs no such kernels; off where several API server processes run, since each would hold only its own /ping and
+all of them would send the traffic. An explicit `on` with several API servers is refused for the same reason.
+"""
+
+from __future__ import annotations
+
+from entrypoint.config.settings import Settings
+from entrypoint.config.warmup import Warmup
+from entrypoint.errors import ConfigError
+from entrypoint.resolve.cpu_engine import CPU_MAX_SAMPLED_BATCH, SEEDED_CHUNK_CRASH
+from entrypoint.resolve.engine_args import EngineArgs
+from entrypoint.resolve.gpu_types import GpuInventory
+from entrypoint.warmup import MAX_SAMPLED_BATCH_ENV, WARMUP_ENV
+
+WHAT = "the server sends the compile-cache bake's requests to itself before /ping answers 200"
+
+
+def api_servers(engine: EngineArgs) -> int:
+    """How many API server processes vLLM starts: --api-server-count, else one per data-parallel rank (vLLM 0.32's
+    default, entrypoints/cli/serve.py), else one."""
+    explicit = engine.values.get("api_server_count")
+    if explicit is not None:
+        return int(explicit)
+    return int(engine.values.get("data_parallel_size", "1"))
+
+
+def warmup_env(settings: Settings, gpus: GpuInventory, engine: EngineArgs) -> tuple[dict[str, str], str]:
+    """(environment for the server, one reason line)."""
+    servers = api_servers(engine)
+    off = {WARMUP_ENV: "off"}  # said either way: the plan's value beats one left in the container's environment
+    if settings.warmup is Warmup.OFF:
+        return off, "warmup: off (option.warmup)"
+    if settings.warmup is Warmup.ON:
+        if servers > 1:
+            raise ConfigError(
+                settings.option_label("warmup"), settings.warmup.value,
+                f"needs one API server process, and vLLM starts {servers} here (api_server_count or "
+                "data_parallel_size): each would hold only its own /ping", "off, or one API server",
+            )  # fmt: skip
+        env = {WARMUP_ENV: "on"}
+        if gpus.is_cpu:
+            env[MAX_SAMPLED_BATCH_ENV] = str(CPU_MAX_SAMPLED_BATCH)
+            return env, f"warmup: on (option.warmup): {WHAT}; seeded batches capped at {CPU_MAX_SAMPLED_BATCH} " \
+                        f"({SEEDED_CHUNK_CRASH})"  # fmt: skip
+        return env, f"warmup: on (option.warmup): {WHAT}"
+    if gpus.is_cpu:
+        return off, "warmup: off (auto: the CPU engine runs eager and compiles no kernels on a shape's first request)"
+    if servers > 1:
+        return off, f"warmup: off (auto: {servers} API server processes would each hold only their own /ping)"
+    return {WARMUP_ENV: "on"}, (
+        f"warmup: on (auto: vLLM compiles MoE and sampler Triton kernels on a shape's first request, a stall under "
+        f"the first users' requests; {WHAT})"
+    )

@@ -1,0 +1,5 @@
+import sys
+
+from entrypoint.warmup.send import main
+
+sys.exit(main())
