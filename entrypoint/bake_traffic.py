@@ -104,10 +104,10 @@ def batches(
     return plan
 
 
-def _post(port: int, body: dict[str, Any], timeout: float, path: str) -> tuple[int, str]:
+def _post(port: int, body: dict[str, Any], timeout: float, path: str, headers: dict[str, str]) -> tuple[int, str]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
-        conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+        conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json", **headers})
         response = conn.getresponse()
         return response.status, response.read().decode(errors="replace")[:300]
     finally:
@@ -115,7 +115,12 @@ def _post(port: int, body: dict[str, Any], timeout: float, path: str) -> tuple[i
 
 
 def send(
-    port: int, plan: Sequence[Batch], timeout: float = 600.0, path: str = "/v1/completions", who: str = "bake-cache"
+    port: int,
+    plan: Sequence[Batch],
+    timeout: float = 600.0,
+    path: str = "/v1/completions",
+    who: str = "bake-cache",
+    headers: dict[str, str] | None = None,
 ) -> int:
     """Send every batch (its requests at once) to `path` and wait for each; returns the number answered 200.
 
@@ -124,7 +129,7 @@ def send(
     answered = 0
     for batch in plan:
         with ThreadPoolExecutor(max_workers=len(batch.bodies)) as pool:
-            results = list(pool.map(lambda b: _post(port, b, timeout, path), batch.bodies))
+            results = list(pool.map(lambda b: _post(port, b, timeout, path, headers or {}), batch.bodies))
         refused = [(status, text) for status, text in results if 400 <= status < 500]
         for status, text in results:
             if status == 200:

@@ -88,6 +88,8 @@ class LMIMiddleware:
         if scope["type"] == "lifespan":
             await self.app(scope, watch_lifespan(scope, receive, self.engines, self.warmup), send)
             return
+        if self.warmup.holding and scope["type"] == "http":
+            self.warmup.quiet.note(scope)  # a warm-up request stays out of the access log
         if scope["type"] == "http" and scope["path"] in HEALTH_PATHS:
             if self.engines.dead():
                 # vLLM's own check notices a few ms later (entrypoint/lmi/engine_processes.py): never 200 in between.

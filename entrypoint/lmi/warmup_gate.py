@@ -14,14 +14,39 @@ import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from entrypoint.argv import flag_value
-from entrypoint.warmup import DEFAULT_TIMEOUT_S, MAX_SAMPLED_BATCH_ENV, TIMEOUT_ENV, WARMUP_ENV
+from entrypoint.warmup import DEFAULT_TIMEOUT_S, HEADER, MAX_SAMPLED_BATCH_ENV, TIMEOUT_ENV, WARMUP_ENV
 
 # A child of vLLM's logger, which vLLM gives its handler and format in its server process: an INFO line of a logger
 # outside that tree would be dropped there (Python's last-resort handler takes warnings only).
 logger = logging.getLogger("vllm.moe_serving_warmup")
 VLLM_DEFAULT_PORT = "8000"
+ACCESS_LOGGER = "uvicorn.access"
+_HEADER_KEY = HEADER.lower().encode("latin-1")
+
+
+class QuietWarmupRequests(logging.Filter):
+    """Leaves the warm-up's requests out of uvicorn's access log: the middleware notes the client address of each
+    request that carries the warm-up's header, and uvicorn's access line, whose first argument is that address
+    ("127.0.0.1:56220", uvicorn's get_client_addr), is dropped once. Every other line passes untouched."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.clients: set[str] = set()
+
+    def note(self, scope: Mapping[str, Any]) -> None:
+        client = scope.get("client")
+        if client and any(name == _HEADER_KEY for name, _ in scope.get("headers", ())):
+            self.clients.add(f"{client[0]}:{client[1]}")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and args and str(args[0]) in self.clients:
+            self.clients.discard(str(args[0]))
+            return False
+        return True
 
 
 def warmup_command(argv: Sequence[str], environ: Mapping[str, str], python: str = sys.executable) -> list[str] | None:
@@ -62,6 +87,7 @@ class WarmupGate:
         self.holding = False
         self._child: asyncio.subprocess.Process | None = None
         self._task: asyncio.Task[None] | None = None
+        self.quiet = QuietWarmupRequests()
 
     def start(self) -> None:
         if not self.enabled:
@@ -71,6 +97,7 @@ class WarmupGate:
             logger.warning("warm-up: skipped (the server's argv names no model: %s)", " ".join(self.argv[:3]))
             return
         self.holding = True
+        logging.getLogger(ACCESS_LOGGER).addFilter(self.quiet)
         self._task = asyncio.get_running_loop().create_task(self._run(command))
 
     async def _run(self, command: list[str]) -> None:
@@ -104,3 +131,4 @@ class WarmupGate:
         self._kill()
         if self._task is not None:
             self._task.cancel()
+        logging.getLogger(ACCESS_LOGGER).removeFilter(self.quiet)

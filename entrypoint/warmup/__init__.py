@@ -19,5 +19,7 @@ WARMUP_ENV = "MOE_WARMUP"  # "on": the middleware starts this process at server 
 MAX_SAMPLED_BATCH_ENV = "MOE_WARMUP_MAX_SAMPLED_BATCH"  # a cap on the seeded batches (the CPU engine's)
 TIMEOUT_ENV = "MOE_WARMUP_TIMEOUT_S"  # how long /ping waits for the warm-up at most
 DEFAULT_TIMEOUT_S = 900.0
+# On every warm-up request, so the server can leave them out of its access log (1600 lines at each start otherwise).
+HEADER = "X-Moe-Serving-Warmup"
 # The warm-up's variables: none of them changes what the engine computes or compiles.
 WARMUP_ENVS = frozenset({WARMUP_ENV, MAX_SAMPLED_BATCH_ENV, TIMEOUT_ENV})

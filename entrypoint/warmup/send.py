@@ -9,7 +9,7 @@ import socket
 import sys
 import time
 
-from entrypoint.warmup import DEFAULT_TIMEOUT_S
+from entrypoint.warmup import DEFAULT_TIMEOUT_S, HEADER
 
 PATH = "/invocations"  # not /v1: `--api-key` guards /v1 only, and the middleware's path is what users call
 
@@ -37,7 +37,7 @@ def run(port: int, model: str, vllm_args: list[str], max_sampled_batch: int | No
     vocab, max_len, max_seqs = bake_traffic.model_limits(model, vllm_args, "warm-up")
     traffic = bake_traffic.batches(None, vocab, max_len, max_seqs, max_sampled_batch)
     try:
-        answered = bake_traffic.send(port, traffic, timeout=timeout_s, path=PATH, who="warm-up")
+        answered = bake_traffic.send(port, traffic, timeout=timeout_s, path=PATH, who="warm-up", headers={HEADER: "1"})
     except (OSError, RuntimeError) as err:
         log.error("warm-up: %s", err)
         return 1

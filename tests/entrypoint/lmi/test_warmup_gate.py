@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from entrypoint.lmi.warmup_gate import WarmupGate, logger, timeout_s, warmup_command
-from entrypoint.warmup import DEFAULT_TIMEOUT_S, MAX_SAMPLED_BATCH_ENV, TIMEOUT_ENV, WARMUP_ENV
+from entrypoint.lmi.warmup_gate import QuietWarmupRequests, WarmupGate, logger, timeout_s, warmup_command
+from entrypoint.warmup import DEFAULT_TIMEOUT_S, HEADER, MAX_SAMPLED_BATCH_ENV, TIMEOUT_ENV, WARMUP_ENV
 
 SERVER_ARGV = ["vllm", "serve", "/opt/ml/model", "--max-model-len", "4096", "--max-num-seqs=64", "--api-key",
                "s3cret", "--host", "0.0.0.0", "--port", "8080", "--middleware",
@@ -103,3 +103,18 @@ def test_without_the_plans_on_nothing_starts_and_nothing_is_held():
         gate = WarmupGate(environ={WARMUP_ENV: value}, argv=SERVER_ARGV)
         gate.start()  # no running loop needed: it returns before scheduling anything
         assert not gate.enabled and not gate.holding
+
+
+def access_line(client: str) -> logging.LogRecord:
+    """uvicorn's access record (protocols/http: '%s - "%s %s HTTP/%s" %d' with get_client_addr first)."""
+    args = (client, "POST", "/invocations", "1.1", 200)
+    return logging.LogRecord("uvicorn.access", logging.INFO, "h11_impl.py", 1, '%s - "%s %s HTTP/%s" %d', args, None)
+
+
+def test_the_warmups_own_requests_leave_the_access_log_and_nothing_else_does():
+    quiet = QuietWarmupRequests()
+    quiet.note({"client": ("127.0.0.1", 5000), "headers": [(HEADER.lower().encode(), b"1")]})
+    quiet.note({"client": ("127.0.0.1", 5001), "headers": [(b"content-type", b"application/json")]})
+    assert not quiet.filter(access_line("127.0.0.1:5000"))  # the warm-up's request: dropped
+    assert quiet.filter(access_line("127.0.0.1:5000"))  # once only: a later client on the same port is logged
+    assert quiet.filter(access_line("127.0.0.1:5001"))  # a user's request during the warm-up is logged
