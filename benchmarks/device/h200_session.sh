@@ -11,11 +11,12 @@
 # Queue A (GPU 0) and queue B (GPU 1) run side by side; on a one-GPU machine A then B run on GPU 0 in one
 # queue. Each step starts only when its minimum time is left before the deadline (DEADLINE_S after `start`,
 # default 1500 s) and is cut at the deadline, so a short lease still returns the first steps of each queue.
-#   A: make test-gpu (incl. the plugin in the served engine, plugin on / off on one random FP8 checkpoint) → e2e
-#      mixtral (served: plan / auto / LMI-equivalent in one lease); qwen-plugin, qwen-attention, the own-kernels
-#      bench (2026-12-01d) and e2e nemotron (2026-12-02) left the queue (queue_a says how to put them back)
-#   B: e2e nemotron-diag (the plan with prefix caching off / on, 5 reps) → qwen-start (plan's start from empty / warm /
-#      copied / baked caches and from the compile-cache layer, bake made here)
+#   A: qwen-start (plan's start from empty / warm / copied / baked caches and from the compile-cache layer, bake made
+#      here, each start with the server's warm-up) → make test-gpu (incl. the plugin in the served engine, plugin on /
+#      off on one random FP8 checkpoint); qwen-plugin, qwen-attention, the own-kernels bench (2026-12-01d) and e2e
+#      nemotron (2026-12-02) left the queue (queue_a says how to put them back)
+#   B: e2e mixtral (served: plan / auto / LMI-equivalent in one lease) → e2e nemotron-diag (the plan with prefix
+#      caching off / on, 5 reps)
 # PLAN=x8: one queue X on all 8 GPUs, the e2e.sh x8-* phases in priority order (docs/h200-runbook.md "8 × H200"):
 #   x8-qwen235-tp8 → x8-deepseek-tp8ep8 → x8-qwen235-tp8-start → x8-deepseek-tp8 → x8-qwen235-tp4 on GPUs 0-3
 #   beside x8-mixtral8x22-tp4 on GPUs 4-7 (queue Y) → x8-maverick-tp8 → x8-qwen235-block-tp8ep8;
@@ -127,19 +128,21 @@ queue_a() {
   # make test-gpu: the shipped table changed since its last run (2026-12-01c, 61 passed in 422 s: DeepSeek-V3 TP8 now
   # takes our kernel at M = 2) and the reworked quantisation tests have not run on a GPU; a start with less would be
   # cut inside the engine test
+  # Issue 14's baked-start goal first: empty / warm / copied / baked starts (~400 s on 2026-12-01) + the
+  # compile-cache layer's bake (a cold start + its requests) and the start from it (~300 s more; the harness needs 2
+  # estimated starts + 60 s left for them), and since 2026-12-02 every start holds /health for the server's warm-up
+  # (option.warmup, not timed on an H200 yet: ~120 s more allowed)
+  step "$q" qwen-start 300 960 env BUDGET_S=940 bash benchmarks/device/e2e.sh qwen-start
   step "$q" test-gpu 450 600 "${TEST_GPU[@]}"
-  # Mixtral served, all three engines in one lease (2026-12-02 cut its LMI-equivalent engine: plan + auto took 504 s,
-  # the third needs ~250 s more); plan_vllm_kernel = plan (the table has no Mixtral row)
-  step "$q" e2e-mixtral 300 800 env BUDGET_S=780 bash benchmarks/device/e2e.sh mixtral
 }
 
 queue_b() {
   local q=$1
+  # Mixtral served, all three engines in one lease (2026-12-02 cut its LMI-equivalent engine: plan + auto took 504 s,
+  # the third needs ~250 s more); plan_vllm_kernel = plan (the table has no Mixtral row)
+  step "$q" e2e-mixtral 300 800 env BUDGET_S=780 bash benchmarks/device/e2e.sh mixtral
   # why one Nemotron engine's repetitions spread 3-39 %: prefix caching off and on, 5 reps (~2 × 260 s)
   step "$q" e2e-nemotron-diag 300 600 env BUDGET_S=580 bash benchmarks/device/e2e.sh nemotron-diag
-  # empty / warm / copied / baked starts (~400 s on 2026-12-01) + the compile-cache layer's bake (a cold start + its
-  # requests) and the start from it (~300 s more; the harness needs 2 estimated starts + 60 s left for them)
-  step "$q" qwen-start 300 840 env BUDGET_S=820 bash benchmarks/device/e2e.sh qwen-start
 }
 
 wanted() {  # wanted STEP: listed in X8_STEPS (space-separated), or X8_STEPS unset
