@@ -5,7 +5,8 @@ Formulas (seconds, clamped to [600, 3600]; 3600 is SageMaker's maximum for both 
   ContainerStartupHealthCheckTimeoutInSeconds = 600 + bytes / 200 MB/s
 150 MB/s is a conservative S3 → instance-volume rate; 200 MB/s a conservative disk → GPU load
 rate for the safetensors shards, and the 600 s base covers vLLM's engine start (CUDA graphs,
-FlashInfer autotuning, Triton compiles when the baked cache misses). An unknown size gets the
+FlashInfer autotuning, Triton compiles when the baked cache misses) and the server's warm-up (option.warmup, cut
+at MOE_WARMUP_TIMEOUT_S, 300 s by default). An unknown size gets the
 maximum: a generous timeout costs only slower failure detection, a short one kills a healthy start.
 """
 

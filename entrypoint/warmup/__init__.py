@@ -18,7 +18,9 @@ from __future__ import annotations
 WARMUP_ENV = "MOE_WARMUP"  # "on": the middleware starts this process at server start
 MAX_SAMPLED_BATCH_ENV = "MOE_WARMUP_MAX_SAMPLED_BATCH"  # a cap on the seeded batches (the CPU engine's)
 TIMEOUT_ENV = "MOE_WARMUP_TIMEOUT_S"  # how long /ping waits for the warm-up at most
-DEFAULT_TIMEOUT_S = 900.0
+# A warm-up this long means something is wrong (the H200 bake's traffic is seconds once compiled, a cold one a minute or
+# two): serve cold, well inside the 600 s SageMaker startup allowance sagemaker_deploy adds to the weights' load time.
+DEFAULT_TIMEOUT_S = 300.0
 # On every warm-up request, so the server can leave them out of its access log (1600 lines at each start otherwise).
 HEADER = "X-Moe-Serving-Warmup"
 # The warm-up's variables: none of them changes what the engine computes or compiles.
