@@ -104,8 +104,10 @@ def batches(
     return plan
 
 
-def _post(port: int, body: dict[str, Any], timeout: float, path: str, headers: dict[str, str]) -> tuple[int, str]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+def _post(
+    host: str, port: int, body: dict[str, Any], timeout: float, path: str, headers: dict[str, str]
+) -> tuple[int, str]:
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
         conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json", **headers})
         response = conn.getresponse()
@@ -121,6 +123,7 @@ def send(
     path: str = "/v1/completions",
     who: str = "bake-cache",
     headers: dict[str, str] | None = None,
+    host: str = "127.0.0.1",
 ) -> int:
     """Send every batch (its requests at once) to `path` and wait for each; returns the number answered 200.
 
@@ -129,7 +132,7 @@ def send(
     answered = 0
     for batch in plan:
         with ThreadPoolExecutor(max_workers=len(batch.bodies)) as pool:
-            results = list(pool.map(lambda b: _post(port, b, timeout, path, headers or {}), batch.bodies))
+            results = list(pool.map(lambda b: _post(host, port, b, timeout, path, headers or {}), batch.bodies))
         refused = [(status, text) for status, text in results if 400 <= status < 500]
         for status, text in results:
             if status == 200:

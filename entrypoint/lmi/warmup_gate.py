@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -49,13 +50,26 @@ class QuietWarmupRequests(logging.Filter):
         return True
 
 
-def warmup_command(argv: Sequence[str], environ: Mapping[str, str], python: str = sys.executable) -> list[str] | None:
-    """The warm-up's argv for a server started as `vllm serve MODEL ...`; None when the server's argv has no model."""
+# Where the child cannot reach the server over plain TCP: a Unix socket, TLS.
+UNREACHABLE_FLAGS = ("--uds", "--ssl-keyfile", "--ssl-certfile")
+# Addresses that mean "every interface": the child reaches them on the loopback.
+ANY_HOST = ("", "0.0.0.0", "::", "[::]")
+
+
+def warmup_command(
+    argv: Sequence[str], environ: Mapping[str, str], python: str = sys.executable
+) -> tuple[list[str] | None, str]:
+    """(the warm-up's argv for a server started as `vllm serve MODEL ...`, "") or (None, why there is none)."""
     args = list(argv[argv.index("serve") + 1 :]) if "serve" in argv else []
     if not args or args[0].startswith("-"):
-        return None
+        return None, f"the server's argv names no model: {' '.join(argv[:3])}"
+    unreachable = [flag for flag in UNREACHABLE_FLAGS if flag_value(args, flag) is not None]
+    if unreachable:
+        return None, f"the server listens where plain HTTP on TCP does not reach it ({', '.join(unreachable)})"
+    host = flag_value(args, "--host") or ""
     port = flag_value(args, "--port") or VLLM_DEFAULT_PORT
-    command = [python, "-m", "entrypoint.warmup", "--model", args[0], "--port", port,
+    command = [python, "-m", "entrypoint.warmup", "--model", args[0], "--host",
+               "127.0.0.1" if host in ANY_HOST else host, "--port", port,
                "--timeout", str(timeout_s(environ))]  # fmt: skip
     for flag in ("--max-model-len", "--max-num-seqs"):
         value = flag_value(args, flag)
@@ -63,7 +77,7 @@ def warmup_command(argv: Sequence[str], environ: Mapping[str, str], python: str 
             command += [flag, value]
     if environ.get(MAX_SAMPLED_BATCH_ENV, "").isdigit():
         command += ["--max-sampled-batch", environ[MAX_SAMPLED_BATCH_ENV]]
-    return command
+    return command, ""
 
 
 def timeout_s(environ: Mapping[str, str]) -> float:
@@ -85,16 +99,16 @@ class WarmupGate:
         self.argv = list(sys.argv if argv is None else argv)
         self.enabled = self.environ.get(WARMUP_ENV) == "on"
         self.holding = False
-        self._child: asyncio.subprocess.Process | None = None
+        self._child: subprocess.Popen[bytes] | None = None
         self._task: asyncio.Task[None] | None = None
         self.quiet = QuietWarmupRequests()
 
     def start(self) -> None:
         if not self.enabled:
             return
-        command = warmup_command(self.argv, self.environ)
+        command, why = warmup_command(self.argv, self.environ)
         if command is None:
-            logger.warning("warm-up: skipped (the server's argv names no model: %s)", " ".join(self.argv[:3]))
+            logger.warning("warm-up: skipped (%s); serving without it", why)
             return
         self.holding = True
         logging.getLogger(ACCESS_LOGGER).addFilter(self.quiet)
@@ -105,25 +119,31 @@ class WarmupGate:
         limit = timeout_s(self.environ)
         logger.info("warm-up: started; /ping and /health answer 503 until it ends (at most %g s)", limit)
         try:
-            self._child = await asyncio.create_subprocess_exec(*command)
-            code = await asyncio.wait_for(self._child.wait(), timeout=limit)
+            # Started and waited for from a worker thread with subprocess, not asyncio's subprocess API: under uvloop
+            # (vLLM's server loop) that forks in the loop's thread of a many-threaded process and runs Python's at-fork
+            # hooks in the child (uvloop issue #749); subprocess.Popen uses vfork / posix_spawn and runs none.
+            self._child = await asyncio.to_thread(subprocess.Popen, command)
+            code = await asyncio.to_thread(self._child.wait, limit)
             if code == 0:
                 logger.info("warm-up: done after %.1f s; /ping answers 200", time.perf_counter() - t0)
             else:
                 logger.warning("warm-up: failed (exit status %d) after %.1f s; serving without it", code,
                                time.perf_counter() - t0)  # fmt: skip
-        except TimeoutError:
+        except subprocess.TimeoutExpired:
             logger.warning("warm-up: not done after %g s (%s); serving without it", limit, TIMEOUT_ENV)
             self._kill()
             if self._child is not None:
-                await self._child.wait()
+                await asyncio.to_thread(self._child.wait)
         except OSError as err:
             logger.warning("warm-up: could not start (%s); serving without it", err)
+        except Exception as err:  # whatever it was, /ping must not stay held: serve cold, and say why
+            logger.warning("warm-up: stopped by %s: %s; serving without it", type(err).__name__, err)
+            self._kill()
         finally:
             self.holding = False
 
     def _kill(self) -> None:
-        if self._child is not None and self._child.returncode is None:
+        if self._child is not None and self._child.poll() is None:
             self._child.kill()
 
     def stop(self) -> None:

@@ -16,28 +16,30 @@ PATH = "/invocations"  # not /v1: `--api-key` guards /v1 only, and the middlewar
 log = logging.getLogger("entrypoint.warmup")
 
 
-def wait_listening(port: int, deadline: float) -> bool:
-    """True once 127.0.0.1:port accepts a connection (the server binds after its start-up hooks run)."""
+def wait_listening(host: str, port: int, deadline: float) -> bool:
+    """True once host:port accepts a connection (the server listens only after its start-up hooks ran)."""
     while time.time() < deadline:
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            socket.create_connection((host, port), timeout=1).close()
             return True
         except OSError:
             time.sleep(0.2)
     return False
 
 
-def run(port: int, model: str, vllm_args: list[str], max_sampled_batch: int | None, timeout_s: float) -> int:
+def run(host: str, port: int, model: str, vllm_args: list[str], max_sampled_batch: int | None, timeout_s: float) -> int:
     from entrypoint import bake_traffic
 
     t0 = time.perf_counter()
-    if not wait_listening(port, time.time() + timeout_s):
-        log.error("warm-up: nothing listens on 127.0.0.1:%d after %.0f s", port, timeout_s)
+    if not wait_listening(host, port, time.time() + timeout_s):
+        log.error("warm-up: nothing listens on %s:%d after %.0f s", host, port, timeout_s)
         return 1
     vocab, max_len, max_seqs = bake_traffic.model_limits(model, vllm_args, "warm-up")
     traffic = bake_traffic.batches(None, vocab, max_len, max_seqs, max_sampled_batch)
     try:
-        answered = bake_traffic.send(port, traffic, timeout=timeout_s, path=PATH, who="warm-up", headers={HEADER: "1"})
+        answered = bake_traffic.send(
+            port, traffic, timeout=timeout_s, path=PATH, who="warm-up", headers={HEADER: "1"}, host=host
+        )
     except (OSError, RuntimeError) as err:
         log.error("warm-up: %s", err)
         return 1
@@ -47,6 +49,7 @@ def run(port: int, model: str, vllm_args: list[str], max_sampled_batch: int | No
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m entrypoint.warmup", description="the server's own warm-up")
+    parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--model", required=True, help="the model vLLM serves (a local folder: its config.json)")
     parser.add_argument("--max-model-len", type=int)
@@ -57,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     limits = [*(["--max-model-len", str(ns.max_model_len)] if ns.max_model_len else []),
               *(["--max-num-seqs", str(ns.max_num_seqs)] if ns.max_num_seqs else [])]  # fmt: skip
-    return run(ns.port, ns.model, limits, ns.max_sampled_batch, ns.timeout)
+    return run(ns.host, ns.port, ns.model, limits, ns.max_sampled_batch, ns.timeout)
 
 
 if __name__ == "__main__":

@@ -19,14 +19,30 @@ SERVER_ARGV = ["vllm", "serve", "/opt/ml/model", "--max-model-len", "4096", "--m
 
 
 def test_the_child_gets_the_model_port_and_limits_of_the_server_and_never_its_secrets():
-    command = warmup_command(SERVER_ARGV, {MAX_SAMPLED_BATCH_ENV: "8"}, python="py")
-    assert command == ["py", "-m", "entrypoint.warmup", "--model", "/opt/ml/model", "--port", "8080", "--timeout",
-                       str(DEFAULT_TIMEOUT_S), "--max-model-len", "4096", "--max-num-seqs", "64",
+    command, why = warmup_command(SERVER_ARGV, {MAX_SAMPLED_BATCH_ENV: "8"}, python="py")
+    assert command == ["py", "-m", "entrypoint.warmup", "--model", "/opt/ml/model", "--host", "127.0.0.1", "--port",
+                       "8080", "--timeout", str(DEFAULT_TIMEOUT_S), "--max-model-len", "4096", "--max-num-seqs", "64",
                        "--max-sampled-batch", "8"]  # fmt: skip
-    assert "s3cret" not in command
-    # vLLM's own default port when the argv has none; no model, no warm-up
-    assert warmup_command(["vllm", "serve", "m"], {}, python="py")[5:7] == ["--port", "8000"]
-    assert warmup_command(["vllm", "serve", "--help"], {}) is None and warmup_command(["python"], {}) is None
+    assert why == "" and "s3cret" not in command
+    # vLLM's own default port when the argv has none, the server's own address when it is not every interface's
+    default, _ = warmup_command(["vllm", "serve", "m"], {}, python="py")
+    assert default is not None and default[5:9] == ["--host", "127.0.0.1", "--port", "8000"]
+    one, _ = warmup_command(["vllm", "serve", "m", "--host", "10.1.2.3"], {}, python="py")
+    assert one is not None and one[5:7] == ["--host", "10.1.2.3"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "why"),
+    [
+        (["vllm", "serve", "--help"], "the server's argv names no model"),
+        (["python"], "the server's argv names no model"),
+        (["vllm", "serve", "m", "--uds", "/tmp/s"], "plain HTTP on TCP does not reach it (--uds)"),
+        (["vllm", "serve", "m", "--ssl-keyfile=k", "--ssl-certfile", "c"], "(--ssl-keyfile, --ssl-certfile)"),
+    ],
+)
+def test_no_warmup_where_the_child_could_not_reach_the_server(argv: list[str], why: str):
+    command, said = warmup_command(argv, {})
+    assert command is None and why in said
 
 
 class Said(logging.Handler):
