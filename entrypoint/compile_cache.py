@@ -36,9 +36,6 @@ MANIFEST = "manifest.json"
 LAYER_ENV = "MOE_BAKED_COMPILE_CACHE"  # where the image keeps the layer (docker/cache-layer.Dockerfile)
 # Arguments that do not change what is compiled: where the server listens.
 _NOT_COMPILED = {"--host", "--port"}
-# Environment that does not change what is compiled: whether the server warms itself up (the bake turns it off, its
-# own traffic being the same requests).
-_NOT_COMPILED_ENV = WARMUP_ENVS
 
 
 @dataclass(frozen=True)
@@ -72,7 +69,9 @@ def compiled_args(plan: Plan) -> list[str]:
 
 
 def plan_digest(plan: Plan) -> str:
-    env = sorted((k, v) for k, v in plan.env.items() if not is_secret_env(k) and k not in _NOT_COMPILED_ENV)
+    # the warm-up's variables change nothing that is compiled (and the bake turns the warm-up off: its own traffic is
+    # the same requests)
+    env = sorted((k, v) for k, v in plan.env.items() if not is_secret_env(k) and k not in WARMUP_ENVS)
     text = json.dumps({"args": compiled_args(plan), "env": env})
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -57,7 +57,7 @@ ANY_HOST = ("", "0.0.0.0", "::", "[::]")
 
 
 def warmup_command(
-    argv: Sequence[str], environ: Mapping[str, str], python: str = sys.executable
+    argv: Sequence[str], environ: Mapping[str, str], python: str = sys.executable, limit: float = DEFAULT_TIMEOUT_S
 ) -> tuple[list[str] | None, str]:
     """(the warm-up's argv for a server started as `vllm serve MODEL ...`, "") or (None, why there is none)."""
     args = list(argv[argv.index("serve") + 1 :]) if "serve" in argv else []
@@ -70,7 +70,7 @@ def warmup_command(
     port = flag_value(args, "--port") or VLLM_DEFAULT_PORT
     command = [python, "-m", "entrypoint.warmup", "--model", args[0], "--host",
                "127.0.0.1" if host in ANY_HOST else host, "--port", port,
-               "--timeout", str(timeout_s(environ))]  # fmt: skip
+               "--timeout", str(limit)]  # fmt: skip
     for flag in ("--max-model-len", "--max-num-seqs"):
         value = flag_value(args, flag)
         if value is not None and value.isdigit():
@@ -98,6 +98,7 @@ class WarmupGate:
         self.environ = dict(os.environ if environ is None else environ)
         self.argv = list(sys.argv if argv is None else argv)
         self.enabled = self.environ.get(WARMUP_ENV) == "on"
+        self.limit = timeout_s(self.environ) if self.enabled else DEFAULT_TIMEOUT_S
         self.holding = False
         self._child: subprocess.Popen[bytes] | None = None
         self._task: asyncio.Task[None] | None = None
@@ -106,7 +107,7 @@ class WarmupGate:
     def start(self) -> None:
         if not self.enabled:
             return
-        command, why = warmup_command(self.argv, self.environ)
+        command, why = warmup_command(self.argv, self.environ, limit=self.limit)
         if command is None:
             logger.warning("warm-up: skipped (%s); serving without it", why)
             return
@@ -115,8 +116,7 @@ class WarmupGate:
         self._task = asyncio.get_running_loop().create_task(self._run(command))
 
     async def _run(self, command: list[str]) -> None:
-        t0 = time.perf_counter()
-        limit = timeout_s(self.environ)
+        t0, limit = time.perf_counter(), self.limit
         logger.info("warm-up: started; /ping and /health answer 503 until it ends (at most %g s)", limit)
         try:
             # Started and waited for from a worker thread with subprocess, not asyncio's subprocess API: under uvloop

@@ -19,11 +19,8 @@ WHAT = "the server sends the compile-cache bake's requests to itself before /pin
 
 
 def api_servers(engine: EngineArgs) -> int:
-    """How many API server processes vLLM starts: --api-server-count, else one per data-parallel rank (vLLM 0.32's
-    default, entrypoints/cli/serve.py), else one."""
-    explicit = engine.values.get("api_server_count")
-    if explicit is not None:
-        return int(explicit)
+    """How many API server processes vLLM starts: one per data-parallel rank (vLLM's default, entrypoints/cli/serve.py
+    of 0.26 and 0.32; `--api-server-count` is not an option the resolver passes)."""
     return int(engine.values.get("data_parallel_size", "1"))
 
 
@@ -37,8 +34,8 @@ def warmup_env(settings: Settings, gpus: GpuInventory, engine: EngineArgs) -> tu
         if servers > 1:
             raise ConfigError(
                 settings.option_label("warmup"), settings.warmup.value,
-                f"needs one API server process, and vLLM starts {servers} here (api_server_count or "
-                "data_parallel_size): each would hold only its own /ping", "off, or one API server",
+                f"needs one API server process, and vLLM starts {servers} here (one per data-parallel "
+                "rank): each would hold only its own /ping", "off, or one API server",
             )  # fmt: skip
         env = {WARMUP_ENV: "on"}
         if gpus.is_cpu:

@@ -56,12 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-num-seqs", type=int)
     parser.add_argument("--max-sampled-batch", type=int)
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S)
-    ns = parser.parse_args(argv)
+    args = sys.argv[1:] if argv is None else argv
+    ns = parser.parse_args(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    limits = [*(["--max-model-len", str(ns.max_model_len)] if ns.max_model_len else []),
-              *(["--max-num-seqs", str(ns.max_num_seqs)] if ns.max_num_seqs else [])]  # fmt: skip
-    return run(ns.host, ns.port, ns.model, limits, ns.max_sampled_batch, ns.timeout)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    # the limit flags (checked as integers above) are read back from the argv as vLLM's would be
+    return run(ns.host, ns.port, ns.model, args, ns.max_sampled_batch, ns.timeout)
