@@ -113,7 +113,11 @@ case "$PHASE" in
              # both with vLLM's CUDA-graph metrics logged (which graph mode each step ran: FULL, PIECEWISE or none)
              # and the whole engine log kept (engine_full.log.gz); h200_session.sh samples the GPU's clocks beside it
              ARGS=(--models nemotron-3-nano-30b-a3b-fp8 --backends plan --conc 1,8,64 --long-conc 1 --reps 5) ;;
-  mixtral)   ARGS=(--models mixtral-8x7b-fp8-static "${SERVED[@]}" --timeout mixtral-8x7b-fp8-static:auto=360
+  mixtral)   # LMI-equivalent (triton on vLLM's tiles) second: plan ÷ auto was measured in one lease on 2026-12-02, the
+             # LMI-equivalent engine was cut there, so a short step still returns plan ÷ LMI-equivalent from one lease;
+             # the table has no Mixtral row, so plan_vllm_kernel would be the plan's engine again
+             ARGS=(--models mixtral-8x7b-fp8-static --backends plan,triton,auto --conc 1,2,4,8,16,32,64 --long-conc 1
+                   --timeout mixtral-8x7b-fp8-static:auto=360
                    --share-triton-cache) ;;
   control)   ARGS=(--models qwen3-30b-a3b-fp8-block --backends auto,triton_tuned,plan,flashinfer_cutlass
                    --conc 1,8,16,64 --long-conc 1,8 --timeout qwen3-30b-a3b-fp8-block:flashinfer_cutlass=180) ;;
