@@ -93,7 +93,11 @@ case "$PHASE" in
              bake qwen3-30b-a3b:tp1
              # --layer-start: then `python -m entrypoint bake-cache` (what `make cache-layer` runs in the image) and a
              # start seeded from its layer, probed with every workload shape and seeded top-p batches (issue 14 item 3)
+             # The engine is sized as the image ships it: max_num_seqs 64 (the image's serving.properties) and the
+             # checkpoint's own max_model_len (40960), so CUDA graphs, compiled shapes and the warm-up's traffic are a
+             # user's (the harness otherwise sizes to the run: 1 sequence of 784 tokens here)
              ARGS=(--models qwen3-30b-a3b-fp8-static --backends plan --conc 1 --reps 1 --long-input-len 0
+                   --max-num-seqs 64 --max-model-len model
                    --warm-restart plan --start-breakdown plan --baked-cache "$BAKED" --layer-start) ;;
   qwen-plugin) # issue 15: the plan (our kernel at the dispatch table's M) against the plan without it, LMI-equivalent
              # and vLLM's own choice, at the concurrencies the issue names

@@ -81,6 +81,9 @@ class RunArgs:
     options: dict[str, str] = field(default_factory=dict)  # --option: LMI options of every served row
     plan_num_gpus: int | None = None  # num_gpus= for build_plan (with --plan-gpu: plan 8 GPUs on a machine without)
     plan_vllm_version: str | None = None  # vllm_version= for build_plan (default: the installed vLLM)
+    # --max-model-len: "workload" (the longest request + 16), "model" (not set: the checkpoint's own, as the image
+    # serves it) or a number
+    model_len: str = "workload"
 
 
 def _timeout_arg(text: str) -> tuple[str, float]:
@@ -140,6 +143,9 @@ def run_parser() -> argparse.ArgumentParser:
                         "layer (make cache-layer's image), counting compiles at start and while probed")  # fmt: skip
     p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     p.add_argument("--max-num-seqs", type=int, default=0, help="default: the largest concurrency")
+    p.add_argument("--max-model-len", default="workload", metavar="workload|model|N",
+                   help="workload (default): the longest request + 16; model: not set, the checkpoint's own as the "
+                        "image serves it (served engine only: a start measured as it ships); N: that many")  # fmt: skip
     p.add_argument("--engine-arg", type=_engine_arg, action="append", default=[],
                    help="KEY=JSON for LLM() (offline engine only; the served engine takes --option)")  # fmt: skip
     p.add_argument("--option", type=bench_opts.parse_option, action="append", default=[], metavar="KEY=VALUE",
@@ -159,6 +165,18 @@ def run_parser() -> argparse.ArgumentParser:
                    help="print the jobs, the estimate and (served engine) each row's server argv and environment; "
                         "run nothing")  # fmt: skip
     return p
+
+
+def _check_model_len(text: str, longest: int, engine: str) -> None:
+    if text == "workload":
+        return
+    if text == "model":
+        if engine != "served":
+            raise ValueError("--max-model-len model: needs --engine served (the offline engine is sized by the run)")
+        return
+    if not text.isdigit() or int(text) <= longest:
+        raise ValueError(f"--max-model-len: {text!r}; accepted: workload, model or a number above the longest "
+                         f"request ({longest} tokens)")  # fmt: skip
 
 
 def parse_run_args(argv: Sequence[str]) -> RunArgs:
@@ -196,6 +214,8 @@ def parse_run_args(argv: Sequence[str]) -> RunArgs:
                              "'empty' start must start from empty caches)")  # fmt: skip
         if ns.engine == "offline" and (breakdown or stream_check):
             raise ValueError("--start-breakdown and --stream-check need --engine served")
+        workloads = spec.build_workloads(conc, ns.input_len, ns.output_len, ns.long_input_len, long_conc)
+        _check_model_len(ns.max_model_len, max(w.input_len + w.output_len for w in workloads), ns.engine)
         if ns.max_num_seqs and ns.max_num_seqs < max_conc:
             raise ValueError(f"--max-num-seqs: {ns.max_num_seqs} is below the largest concurrency {max_conc}")
         options = bench_opts.collect(ns.option)
@@ -209,7 +229,6 @@ def parse_run_args(argv: Sequence[str]) -> RunArgs:
                              "and a count of at least 1; without --plan-gpu the GPUs are detected")  # fmt: skip
     except ValueError as exc:
         parser.error(str(exc))
-    workloads = spec.build_workloads(conc, ns.input_len, ns.output_len, ns.long_input_len, long_conc)
     return RunArgs(
         models=models,
         backends=backends,
@@ -238,6 +257,7 @@ def parse_run_args(argv: Sequence[str]) -> RunArgs:
         options=options,
         plan_num_gpus=ns.plan_num_gpus,
         plan_vllm_version=ns.plan_vllm_version,
+        model_len=ns.max_model_len,
     )
 
 
@@ -358,13 +378,12 @@ def _run_engine(
     runner.reset_cache(cache)
     env = runner.engine_env(os.environ, j.setup, cache, shared.env() if shared else {}, args.work_dir / "flashinfer")
     timeout = max(30.0, min(job_timeout(args, label, backend), budget.left() - 10))
-    model_len = max_model_len(args)
     print(f"e2e: {label} {backend}: starting (timeout {timeout:.0f} s, {budget.left():.0f} s of budget left)")
     if args.engine == "served":
         stream = args.stream_check if backend == "plan" else None
         result = _served(args, j, run_dir, env, cache, timeout, "cold", False, stream, engines_log)
     else:
-        job = _offline_job(args, j, run_dir, model_len, timeout)
+        job = _offline_job(args, j, run_dir, timeout)
         result = _one(job, env, timeout, args.work_dir / f"{label}.{backend}.cold.log", engines_log, "cold")
     start = "–" if result.start_s is None else f"{result.start_s:.1f}"
     print(f"e2e: {label} {backend}: {result.status}, start {start} s, vLLM ran {result.log.moe_backend}")
@@ -383,7 +402,7 @@ def _run_engine(
         if args.engine == "served":
             warm = _served(args, j, run_dir, env, cache, warm_timeout, "warm", True, None, engines_log)
         else:
-            warm_job = {**_offline_job(args, j, run_dir, model_len, warm_timeout), "start_only": True,
+            warm_job = {**_offline_job(args, j, run_dir, warm_timeout), "start_only": True,
                         "result_path": str(args.work_dir / f"{label}.{backend}.warm.jsonl")}  # fmt: skip
             Path(warm_job["result_path"]).unlink(missing_ok=True)
             warm = _one(warm_job, env, warm_timeout, args.work_dir / f"{label}.{backend}.warm.log", engines_log, "warm")
@@ -393,7 +412,9 @@ def _run_engine(
     return result, warm_s
 
 
-def _offline_job(args: RunArgs, j: PlannedJob, run_dir: Path, model_len: int, timeout: float) -> dict[str, Any]:
+def _offline_job(args: RunArgs, j: PlannedJob, run_dir: Path, timeout: float) -> dict[str, Any]:
+    model_len = max_model_len(args)
+    assert model_len is not None, "parse_run_args refuses --max-model-len model for the offline engine"
     job = {
         "model_dir": str(run_dir), "engine_kwargs": {**j.setup.engine_kwargs(), **args.engine_args},
         "workloads": [[w.input_len, w.output_len, w.conc] for w in args.workloads], "reps": args.reps,
@@ -435,7 +456,7 @@ def _served(
         "vocab_size": j.config.get("vocab_size", 32000), "reps": args.reps, "start_only": start_only,
         "workloads": [[w.input_len, w.output_len, w.conc] for w in args.workloads],
         "soft_deadline": time.time() + timeout - 20, "result_path": str(args.work_dir / f"{stem}.jsonl"),
-        "stream_check": stream_check, "first_request_len": min(512, max_model_len(args) - 8),
+        "stream_check": stream_check, "first_request_len": min(512, (max_model_len(args) or 520) - 8),
         "jit_probe": list(dict.fromkeys((w.input_len, w.conc) for w in args.workloads)) if jit_probe else None,
         "sampler_probe": list(sampler_probe),
     }  # fmt: skip
@@ -457,7 +478,9 @@ def _start_breakdown(
     a new path (can a cache made elsewhere be baked into an image?), and today's image (empty caches plus the
     baked Triton cache). One row each in start_breakdown.csv. The baked start also sends one short batch per workload
     shape and counts what that compiled, per rank: the check that the baked cache serves every rank after start."""
-    facts = {"split": j.split, "options": j.options}
+    # how the engine was sized belongs to a start's row: CUDA graphs, compiled shapes and the warm-up follow it
+    sizing = f"max_num_seqs={args.max_num_seqs} max_model_len={max_model_len(args) or 'checkpoint'}"
+    facts = {"split": j.split, "options": f"{j.options}; {sizing}" if j.options else sizing}
     rows = [{**report.start_row(j.model, j.setup.backend, "empty", cold, args.compile_mode), **facts}]
     copied = cache.with_name(cache.name + "-copied")
     if copied.exists():

@@ -66,7 +66,13 @@ def engine_cache(work_dir: Path, model: str, backend: str) -> Path:
     return work_dir / "cache" / model / backend
 
 
-def max_model_len(args: RunArgs) -> int:
+def max_model_len(args: RunArgs) -> int | None:
+    """The served engine's max_model_len: the workloads' longest request + 16, a given number, or None (not set:
+    the checkpoint's own, as the image serves it)."""
+    if args.model_len == "model":
+        return None
+    if args.model_len.isdigit():
+        return int(args.model_len)
     return max(w.input_len + w.output_len for w in args.workloads) + 16
 
 

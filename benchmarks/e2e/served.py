@@ -5,7 +5,8 @@ serving.properties, then the benchmark's own needs given as `OPTION_*` variables
 them), resolved by `entrypoint.planning.build_plan`, turned into argv and environment by the same
 `entrypoint.serve` functions that `serve` execs. The benchmark's needs are only these:
 - `load_format=dummy` (random weights: the bundled models are config files),
-- `max_model_len` and `max_rolling_batch_size` (the workload's longest request, its largest concurrency),
+- `max_model_len` and `max_rolling_batch_size` (the workload's longest request, its largest concurrency; a start
+  measured as it ships leaves max_model_len to the checkpoint, `--max-model-len model`),
 - `gpu_memory_utilization`,
 - with `--compile none` only (labelled "not what ships"): a compilation config without torch.compile,
 plus what the run asks with `--option KEY=VALUE` (benchmarks/e2e/options.py: e.g. tensor_parallel_degree=4 or
@@ -48,7 +49,7 @@ class ServedCommand:
 
 def bench_options(
     *,
-    max_model_len: int,
+    max_model_len: int | None,
     max_num_seqs: int,
     gpu_memory_utilization: float,
     compile_mode: str,
@@ -61,10 +62,11 @@ def bench_options(
         raise ValueError(f"compile mode {compile_mode!r}: the served engine takes {', '.join(SERVED_COMPILE_MODES)}")
     options = {
         "OPTION_LOAD_FORMAT": load_format,
-        "OPTION_MAX_MODEL_LEN": str(max_model_len),
         "OPTION_MAX_ROLLING_BATCH_SIZE": str(max_num_seqs),
         "OPTION_GPU_MEMORY_UTILIZATION": str(gpu_memory_utilization),
     }
+    if max_model_len is not None:  # None: the checkpoint's own, as the image serves it
+        options["OPTION_MAX_MODEL_LEN"] = str(max_model_len)
     if compile_mode == "none":
         config = {**COMPILE_NONE, "max_cudagraph_capture_size": max_num_seqs}
         options["OPTION_COMPILATION_CONFIG"] = json.dumps(config, separators=(",", ":"))

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.e2e import backends as be
-from benchmarks.e2e import cli, logparse, report, runner, spec
+from benchmarks.e2e import cli, jobs, logparse, report, runner, spec
 from benchmarks.e2e.stats import RequestTiming, Sample, aggregate, summarize_batch, verdict
 
 # Lines as vLLM 0.26 logs them (format strings from its source), around noise.
@@ -59,6 +59,10 @@ def test_defaults_give_the_short_grid_and_the_long_context_row() -> None:
         (["--warm-restart", "trtion"], "--warm-restart: unknown ['trtion']"),
         (["--timeout", "mixtral=30"], "expected MODEL:BACKEND=SECONDS"),
         (["--share-triton-cache", "--start-breakdown", "plan"], "--share-triton-cache: needs --engine served and no"),
+        (["--max-model-len", "4000"], "--max-model-len: '4000'; accepted: workload, model or a number above the "
+                                      "longest request (4352 tokens)"),  # fmt: skip
+        (["--max-model-len", "modle"], "--max-model-len: 'modle'; accepted: workload, model or a number"),
+        (["--engine", "offline", "--max-model-len", "model"], "--max-model-len model: needs --engine served"),
     ],
     ids=lambda v: v if isinstance(v, str) else " ".join(v),
 )
@@ -69,6 +73,15 @@ def test_bad_arguments_are_refused_naming_the_option_and_what_is_accepted(
         cli.parse_run_args(argv)
     assert exc.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_max_model_len_is_the_workloads_a_number_or_left_to_the_checkpoint() -> None:
+    assert jobs.max_model_len(cli.parse_run_args([])) == 4096 + 256 + 16
+    assert jobs.max_model_len(cli.parse_run_args(["--max-model-len", "8192"])) == 8192
+    shipped = cli.parse_run_args(["--max-model-len", "model", "--max-num-seqs", "64"])
+    assert jobs.max_model_len(shipped) is None  # not set: the checkpoint's own, as the image serves it
+    assert "OPTION_MAX_MODEL_LEN" not in jobs.served_options(shipped)
+    assert jobs.served_options(shipped)["OPTION_MAX_ROLLING_BATCH_SIZE"] == "64"
 
 
 def test_engine_args_and_timeouts_are_parsed_as_values() -> None:

@@ -228,6 +228,7 @@ def test_the_start_breakdown_probes_the_baked_start_with_real_requests(tmp_path:
     starts = {r["mode"]: r for r in csv.DictReader((out / "start_breakdown.csv").open())}
     assert list(starts) == ["empty", "warm", "copied", "baked", "layer"]
     assert all(r["status"] == "ok" and r["split"] == "tp1" for r in starts.values())
+    assert {r["options"] for r in starts.values()} == {"max_num_seqs=2 max_model_len=36"}  # how it was sized
     raw = json.loads((out / "h200_e2e_raw.json").read_text())
     assert raw[0]["split"] == "tp1" and raw[0]["argv"][1:4] == ["-m", "entrypoint.serve", "serve"]
     events = [json.loads(line) for line in (tmp_path / "work" / f"{model.name}.plan.baked.jsonl").open()]
