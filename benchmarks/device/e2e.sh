@@ -23,6 +23,7 @@
 #                    give each of two phases running side by side on two GPUs its own
 #          VLLM_SITE where the offline vLLM 0.26 bundle is unpacked (default /root/site)
 #          VLLM_PIECES  pieces dir of the offline bundle; installed first if VLLM_SITE lacks .ok
+#          START_MODES  (qwen-start) the restarts after the cold one (default warm,copied,baked)
 #          BAKED_CACHE  (qwen) a `python -m kernels.aot bake --shapes qwen3-30b-a3b:tp1` cache, at its baked path
 #                    (x8-qwen235-tp8-start: --shapes qwen3-235b-a22b:tp8)
 #          GPUS      how many GPUs the phase may use (default: CUDA_VISIBLE_DEVICES's entries, else nvidia-smi's)
@@ -97,7 +98,7 @@ case "$PHASE" in
              # checkpoint's own max_model_len (40960), so CUDA graphs, compiled shapes and the warm-up's traffic are a
              # user's (the harness otherwise sizes to the run: 1 sequence of 784 tokens here)
              ARGS=(--models qwen3-30b-a3b-fp8-static --backends plan --conc 1 --reps 1 --long-input-len 0
-                   --max-num-seqs 64 --max-model-len model
+                   --max-num-seqs 64 --max-model-len model --start-modes "${START_MODES:-warm,copied,baked}"
                    --warm-restart plan --start-breakdown plan --baked-cache "$BAKED" --layer-start) ;;
   qwen-plugin) # issue 15: the plan (our kernel at the dispatch table's M) against the plan without it, LMI-equivalent
              # and vLLM's own choice, at the concurrencies the issue names

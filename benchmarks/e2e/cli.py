@@ -52,6 +52,9 @@ DEFAULT_TIMEOUTS = {
 }
 
 
+START_MODES = ("warm", "copied", "baked")
+
+
 @dataclass(frozen=True)
 class RunArgs:
     models: tuple[str, ...]
@@ -84,6 +87,7 @@ class RunArgs:
     # --max-model-len: "workload" (the longest request + 16), "model" (not set: the checkpoint's own, as the image
     # serves it) or a number
     model_len: str = "workload"
+    start_modes: tuple[str, ...] = START_MODES  # --start-modes: which restarts the breakdown times after the cold one
 
 
 def _timeout_arg(text: str) -> tuple[str, float]:
@@ -133,6 +137,8 @@ def run_parser() -> argparse.ArgumentParser:
                         "e.g. 64:512:256:3 (served engine only)")  # fmt: skip
     p.add_argument("--start-breakdown", default="", help="backends whose start is also timed warm, from copied "
                    "caches and from --baked-cache (served engine only), e.g. plan")  # fmt: skip
+    p.add_argument("--start-modes", default=",".join(START_MODES),
+                   help="the breakdown's starts after the cold one, a subset of " + ",".join(START_MODES))  # fmt: skip
     p.add_argument("--baked-cache", type=Path, default=None, help="a `python -m kernels.aot bake` cache folder")
     p.add_argument("--share-triton-cache", action="store_true",
                    help="each engine after the first reads the Triton kernels the run's earlier engines compiled, "
@@ -207,6 +213,9 @@ def parse_run_args(argv: Sequence[str]) -> RunArgs:
         if [b for b in breakdown if b not in be.BACKENDS]:
             raise ValueError(f"--start-breakdown: {ns.start_breakdown!r}; accepted: {', '.join(be.BACKENDS)}")
         stream_check = parse_stream_check(ns.stream_check) if ns.stream_check else None
+        start_modes = tuple(m.strip() for m in ns.start_modes.split(",") if m.strip())
+        if [m for m in start_modes if m not in START_MODES]:
+            raise ValueError(f"--start-modes: {ns.start_modes!r}; accepted: a subset of {','.join(START_MODES)}")
         if ns.engine == "served" and ns.compile_mode == "eager":
             raise ValueError("--compile eager: the served engine takes default or none")
         if ns.share_triton_cache and (breakdown or ns.engine == "offline"):
@@ -258,6 +267,7 @@ def parse_run_args(argv: Sequence[str]) -> RunArgs:
         plan_num_gpus=ns.plan_num_gpus,
         plan_vllm_version=ns.plan_vllm_version,
         model_len=ns.max_model_len,
+        start_modes=start_modes,
     )
 
 
@@ -485,7 +495,8 @@ def _start_breakdown(
     copied = cache.with_name(cache.name + "-copied")
     if copied.exists():
         shutil.rmtree(copied)
-    shutil.copytree(cache, copied, symlinks=True)
+    if "copied" in args.start_modes:
+        shutil.copytree(cache, copied, symlinks=True)
     baked = cache.with_name(cache.name + "-baked")
     runner.reset_cache(baked)
     modes = [("warm", cache, {}), ("copied", copied, {})]
@@ -493,6 +504,7 @@ def _start_breakdown(
         image_env = {"TRITON_CACHE_MANAGER": "kernels.triton_cache:BakedFirstCacheManager",
                      "MOE_BAKED_TRITON_CACHE": str(args.baked_cache)}  # fmt: skip
         modes.append(("baked", baked, image_env))
+    modes = [m for m in modes if m[0] in args.start_modes]
     for mode, where, extra in modes:
         if not budget.allows(runner.estimate_start_s(j.model, j.setup, served=True) + 30):
             print(f"e2e: {j.model} {j.setup.backend}: start breakdown stops before {mode}: budget")
