@@ -491,7 +491,15 @@ def _start_breakdown(
     # how the engine was sized belongs to a start's row: CUDA graphs, compiled shapes and the warm-up follow it
     sizing = f"max_num_seqs={args.max_num_seqs} max_model_len={max_model_len(args) or 'checkpoint'}"
     facts = {"split": j.split, "options": f"{j.options}; {sizing}" if j.options else sizing}
-    rows = [{**report.start_row(j.model, j.setup.backend, "empty", cold, args.compile_mode), **facts}]
+    csv_path = args.out_dir / "start_breakdown.csv"
+
+    def keep(row: dict[str, Any]) -> None:
+        # each start's row is written as it ends: a device machine lost mid-breakdown (2026-12-02b, twice) still
+        # returns the starts that finished before the last collect
+        report.append_start_rows([{**row, **facts}], csv_path)
+        report.plot_start_breakdown(report.read_start_rows(csv_path), args.out_dir / "start_breakdown.png")
+
+    keep(report.start_row(j.model, j.setup.backend, "empty", cold, args.compile_mode))
     copied = cache.with_name(cache.name + "-copied")
     if copied.exists():
         shutil.rmtree(copied)
@@ -513,7 +521,7 @@ def _start_breakdown(
         timeout = max(30.0, min(job_timeout(args, j.model, j.setup.backend), budget.left() - 10))
         probe = mode == "baked"
         result = _served(args, j, run_dir, env, where, timeout, mode, True, None, engines_log, jit_probe=probe)
-        rows.append({**report.start_row(j.model, j.setup.backend, mode, result, args.compile_mode), **facts})
+        keep(report.start_row(j.model, j.setup.backend, mode, result, args.compile_mode))
         jit = report.jit_events(result)
         print(f"e2e: {j.model} {j.setup.backend}: start from {mode}: {result.start_s} s; fused-MoE JIT per rank at "
               f"start {moe_kernels_by_rank(jit['jit_at_start_by_rank'], jit['rank_cache_dirs']) or '-'}"
@@ -525,12 +533,9 @@ def _start_breakdown(
         cold_s = cold.start_s or runner.estimate_start_s(j.model, j.setup, served=True)
         need = 1.6 * cold_s + 60
         if budget.allows(need):
-            rows.append({**_layer_start(args, j, run_dir, cache, budget, engines_log), **facts})
+            keep(_layer_start(args, j, run_dir, cache, budget, engines_log))
         else:
             print(f"e2e: {j.model} plan: layer start skipped: {budget.left():.0f} s of budget left < ~{need:.0f} s")
-    report.append_start_rows(rows, args.out_dir / "start_breakdown.csv")
-    report.plot_start_breakdown(report.read_start_rows(args.out_dir / "start_breakdown.csv"),
-                                args.out_dir / "start_breakdown.png")  # fmt: skip
 
 
 def _layer_start(
