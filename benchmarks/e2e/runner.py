@@ -179,6 +179,8 @@ def engine_env(
 ) -> dict[str, str]:
     env = {k: v for k, v in base.items() if k not in setup.unset_env}
     env.update(setup.env)
+    # as the image (Dockerfile), whatever the worker touched; a start breakdown's row may ask for vLLM's fork
+    env["VLLM_WORKER_MULTIPROC_METHOD"] = "spawn"
     env.update(extra)
     env["TRITON_CACHE_DIR"] = str(cache_dir / "triton")
     env["VLLM_CACHE_ROOT"] = str(cache_dir / "vllm")  # torch.compile and FlashInfer autotune caches
@@ -187,7 +189,6 @@ def engine_env(
     # FlashInfer's JIT modules (the sampler vLLM warms up in profile_run, the autotuner's delay kernel) are
     # built once per run by prewarm_flashinfer: otherwise only the first engine on a machine pays ~100 s.
     env["FLASHINFER_WORKSPACE_BASE"] = str(flashinfer_base or cache_dir / "flashinfer")
-    env["VLLM_WORKER_MULTIPROC_METHOD"] = "spawn"  # as the image (Dockerfile), whatever the worker touched
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SITE_DIR), str(REPO_ROOT), base.get("PYTHONPATH")) if p)
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault("VLLM_NO_USAGE_STATS", "1")
