@@ -260,6 +260,13 @@ all_done() {  # every queue start launched has finished (queue Y runs inside X: 
 }
 
 wait_and_collect() {  # wait_and_collect SECONDS
+  # 2026-12-02c: the machine was given back between two calls and this `wait` ran on a fresh one, which had no run:
+  # it slept its whole 540 s and said "still running". No run here is said at once, so the call costs a second.
+  if [ ! -f "$RUN_DIR/deadline" ]; then
+    echo "h200_session: no run on this machine (no $RUN_DIR/deadline: a fresh machine? the last one was given back" \
+      "and what it ran is lost); nothing to wait for" >&2
+    return 4
+  fi
   local until=$((SECONDS + ${1:-560}))
   while ! all_done && ((SECONDS < until)); do
     sleep 5
@@ -280,7 +287,7 @@ wait_and_collect() {  # wait_and_collect SECONDS
 
 case "${1:-}" in
   start) start || exit $? ;;
-  wait) wait_and_collect "${2:-560}" ;;
+  wait) wait_and_collect "${2:-560}" || exit $? ;;
   status) cat "$RUN_DIR/status.txt" 2>/dev/null; all_done && echo "all done" ;;
   _queue) shift; queue_main "$@" ;;
   *) echo "usage: h200_session.sh start | wait SECONDS | status" >&2; exit 2 ;;

@@ -109,6 +109,13 @@ def _console(out: Path, queue: str, step: str) -> str:
         return tar.extractfile(f"{queue}/{step}/console.log").read().decode()
 
 
+def test_a_wait_on_a_machine_with_no_run_says_so_at_once(tmp_path: Path) -> None:
+    """A machine given back between calls is replaced by a fresh one: its `wait` must not sleep out the call."""
+    env = _env(tmp_path, 1, 600)
+    done = subprocess.run(["bash", str(SCRIPT), "wait", "60"], env=env, capture_output=True, text=True, timeout=10)
+    assert done.returncode == 4 and "no run on this machine" in done.stderr, done.stderr
+
+
 def test_x8_runs_every_phase_in_priority_order_with_the_tp4_pair_side_by_side(tmp_path: Path) -> None:
     status, out = _session(tmp_path, gpus=8, deadline_s=5000, PLAN="x8")
     assert _steps(status, "X", "rc=0") == X8_ORDER and _steps(status, "Y", "rc=0") == [X8_PAIRED]
