@@ -54,7 +54,8 @@ DEFAULT_TIMEOUTS = {
 
 START_MODES = ("warm", "copied", "baked")
 # warm-fork: the warm caches with vLLM's own start method (fork unless CUDA is up in the API server) instead of the
-# image's spawn, which re-imports vLLM in EngineCore (~20 s of the ~75 s before it logs, 2026-12-02b); asked for only
+# image's spawn, which re-imports vLLM in EngineCore (22 s of a 74 s warm start, 2026-12-02c); not in the default set,
+# it runs only when --start-modes names it
 STARTS_ACCEPTED = ("warm", "warm-fork", "copied", "baked")
 
 
