@@ -134,7 +134,7 @@ queue_a() {
   # (option.warmup, not timed on an H200 yet: ~120 s more allowed)
   # 2026-12-02b: a lease lost mid-run left ~1000 s: the warm start and the compile-cache layer's (the bake, then a
   # start from it: the baked-start goal) only; copied (1.02x warm on 2026-12-01) and the Triton-only baked start wait
-  step "$q" qwen-start 300 960 env BUDGET_S=940 START_MODES=warm,warm-fork bash benchmarks/device/e2e.sh qwen-start
+  step "$q" qwen-start 300 960 env BUDGET_S=940 START_MODES=warm,warm-spawn bash benchmarks/device/e2e.sh qwen-start
   step "$q" test-gpu 450 600 "${TEST_GPU[@]}"
 }
 

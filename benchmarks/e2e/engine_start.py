@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from benchmarks.e2e.jitcount import compiled_kernels
-from benchmarks.e2e.runner import PREWARM_FLASHINFER
+from benchmarks.e2e.runner import IMAGE_START_METHOD, PREWARM_FLASHINFER
 from benchmarks.sigterm import exit_on_sigterm
 from kernels.config_files import CONFIG_DIR
 from kernels.triton_cache import TRITON_CACHE_MANAGER
@@ -74,7 +74,7 @@ def run_state(state: str, args: argparse.Namespace, caches: Path) -> dict[str, o
         # Shared by all states and prebuilt before them (main), as in benchmarks/e2e: the FlashInfer sampler
         # JIT (~100 s) is a first-engine-on-the-machine cost, not a Triton one (docs/e2e-findings.md Q2).
         FLASHINFER_WORKSPACE_BASE=str(args.work_dir / "flashinfer"),
-        VLLM_WORKER_MULTIPROC_METHOD="spawn",
+        VLLM_WORKER_MULTIPROC_METHOD=IMAGE_START_METHOD,
         HF_HUB_OFFLINE="1",
         VLLM_NO_USAGE_STATS="1",
         PYTHONUNBUFFERED="1",

@@ -24,6 +24,11 @@ from benchmarks.e2e.backends import REPO_ROOT, EngineSetup
 from benchmarks.e2e.logparse import EngineLog, parse_engine_log
 from benchmarks.e2e.spec import Workload
 
+# How the image starts vLLM's EngineCore (the Dockerfile's VLLM_WORKER_MULTIPROC_METHOD; a test keeps the two equal).
+# fork since 2026-12-03: spawn re-imported vLLM in the core, 22-25 s of a warm start (docs/results/e2e.md). vLLM still
+# falls back to spawn by itself when CUDA is already up in the parent (vllm/utils/system_utils.py _maybe_force_spawn).
+IMAGE_START_METHOD = "fork"
+
 SITE_DIR = Path(__file__).resolve().parent / "_site"
 
 # Seconds, seen on the H200 with vLLM 0.26 (offline-vllm README): cold engine starts incl. ~20 s import.
@@ -179,8 +184,8 @@ def engine_env(
 ) -> dict[str, str]:
     env = {k: v for k, v in base.items() if k not in setup.unset_env}
     env.update(setup.env)
-    # as the image (Dockerfile), whatever the worker touched; a start breakdown's row may ask for vLLM's fork
-    env["VLLM_WORKER_MULTIPROC_METHOD"] = "spawn"
+    # as the image, whatever the caller's env; a start breakdown's comparison row (warm-spawn) may ask for another
+    env["VLLM_WORKER_MULTIPROC_METHOD"] = IMAGE_START_METHOD
     env.update(extra)
     env["TRITON_CACHE_DIR"] = str(cache_dir / "triton")
     env["VLLM_CACHE_ROOT"] = str(cache_dir / "vllm")  # torch.compile and FlashInfer autotune caches

@@ -60,7 +60,7 @@ def test_defaults_give_the_short_grid_and_the_long_context_row() -> None:
         (["--timeout", "mixtral=30"], "expected MODEL:BACKEND=SECONDS"),
         (["--share-triton-cache", "--start-breakdown", "plan"], "--share-triton-cache: needs --engine served and no"),
         (["--max-model-len", "4000"], "--max-model-len: '4000'; accepted: workload, model or a number above"),
-        (["--start-modes", "warm,hot"], "--start-modes: 'warm,hot'; accepted: a subset of warm,warm-fork,copied,baked"),
+        (["--start-modes", "warm,hot"], "--start-modes: 'warm,hot'; accepted: a subset of warm,warm-spawn,copied"),
         (["--max-model-len", "modle"], "--max-model-len: 'modle'; accepted: workload, model or a number"),
         (["--engine", "offline", "--max-model-len", "model"], "--max-model-len model: needs --engine served"),
     ],
@@ -596,11 +596,16 @@ def test_engine_env_isolates_caches_and_applies_the_backend(tmp_path: Path) -> N
     assert be.TUNED_ENV not in env
     assert env["TRITON_CACHE_DIR"] == str(tmp_path / "triton") and env["VLLM_CACHE_ROOT"] == str(tmp_path / "vllm")
     assert env["PYTHONPATH"].endswith(":/root/site") and str(runner.SITE_DIR) in env["PYTHONPATH"]
-    # the image's start method unless a start breakdown's row asks for vLLM's (warm-fork)
-    assert env["VLLM_WORKER_MULTIPROC_METHOD"] == "spawn"
-    forked = runner.engine_env({"VLLM_WORKER_MULTIPROC_METHOD": "spawn"}, setup, tmp_path,
-                               {"VLLM_WORKER_MULTIPROC_METHOD": "fork"})  # fmt: skip
-    assert forked["VLLM_WORKER_MULTIPROC_METHOD"] == "fork"
+    # the image's start method, whatever the caller's env, unless a start breakdown's row asks for another (warm-spawn)
+    image = runner.engine_env({"VLLM_WORKER_MULTIPROC_METHOD": "spawn"}, setup, tmp_path, {})
+    assert image["VLLM_WORKER_MULTIPROC_METHOD"] == runner.IMAGE_START_METHOD == "fork"
+    spawned = runner.engine_env({}, setup, tmp_path, {"VLLM_WORKER_MULTIPROC_METHOD": "spawn"})
+    assert spawned["VLLM_WORKER_MULTIPROC_METHOD"] == "spawn"
+
+
+def test_the_harness_starts_the_engine_core_as_the_image_does() -> None:
+    dockerfile = (be.REPO_ROOT / "Dockerfile").read_text()
+    assert f"VLLM_WORKER_MULTIPROC_METHOD={runner.IMAGE_START_METHOD} " in dockerfile
 
 
 # --- the whole run loop, with the engine replaced by a recorder -------------------------------------

@@ -103,7 +103,7 @@ def test_final_stage_keeps_the_sagemaker_contract():
     env = " ".join(args_of("ENV", final))
     for setting in (
         "VLLM_NO_USAGE_STATS=1",
-        "VLLM_WORKER_MULTIPROC_METHOD=spawn",
+        "VLLM_WORKER_MULTIPROC_METHOD=fork",
         "PYTHONUNBUFFERED=1",
         "HF_HOME=/tmp/",
         "TRITON_CACHE_DIR=/tmp/",
