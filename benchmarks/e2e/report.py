@@ -340,8 +340,8 @@ def write_outputs(rows: list[dict[str, Any]], out_dir: Path, stem: str = "h200_e
 
 
 START_COLUMNS = (
-    "model", "split", "options", "backend", "mode", "status", "start_s", "first_request_s", "weights_s",
-    "model_load_s", "dynamo_s",
+    "model", "split", "options", "backend", "mode", "status", "start_s", "first_request_s", "before_first_log_s",
+    "to_engine_core_s", "weights_s", "model_load_s", "dynamo_s",
     "graph_compile_s", "compiled_graph_load_s", "torch_compile_total_s", "cuda_graphs_s", "init_engine_s",
     "warmup_s", "flashinfer_autotune", "triton_compiled_at_start", "triton_compiled_kernels",
     "moe_jit_at_start_by_rank", "moe_jit_while_serving_by_rank", "moe_backend_logged", "compile",
@@ -419,14 +419,18 @@ def write_stream_rows(rows: Sequence[dict[str, Any]], path: Path) -> None:
 
 
 START_PARTS = (
+    ("before_first_log_s", "launch to vLLM's first log (interpreter, imports)"),
+    ("to_engine_core_s", "API server to engine core (config, model info, EngineCore start)"),
     ("model_load_s", "model load (weights)"), ("torch_compile_total_s", "torch.compile / AOT load"),
     ("cuda_graphs_s", "CUDA graphs"),
 )  # fmt: skip
+ENGINE_PARTS = ("model_load_s", "torch_compile_total_s", "cuda_graphs_s")  # inside vLLM's init engine + model load
 
 
 def plot_start_breakdown(rows: Sequence[dict[str, Any]], path: Path) -> bool:
     """One bar per start mode: the parts vLLM logs (weights, torch.compile or its cache load, CUDA graphs), the
-    rest of its engine init, the server's warm-up, and everything else (process start, imports, API server)."""
+    rest of its engine init, the server's warm-up; before them the launch to vLLM's first log line and from there to the
+    engine core's (logparse.process_gaps), and the rest, which no log line times."""
     try:
         import matplotlib
 
@@ -440,12 +444,17 @@ def plot_start_breakdown(rows: Sequence[dict[str, Any]], path: Path) -> bool:
     fig, ax = plt.subplots(figsize=(1.6 * len(measured) + 3, 4))
     labels = [f"{r['backend']}\n{r['mode']}" for r in measured]
     bottom = [0.0] * len(measured)
+    engine_parts = [0.0] * len(measured)  # what of vLLM's engine init the named parts cover
     for key, label in START_PARTS:
         values = [_num(r.get(key)) or 0.0 for r in measured]
+        if not any(values):
+            continue  # rows from before a part was logged (process_gaps came on 2026-12-03)
         ax.bar(labels, values, bottom=bottom, label=label)
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
-    rest_engine = [max(0.0, (_num(r.get("init_engine_s")) or 0.0) + (_num(r.get("model_load_s")) or 0.0) - b)
-                   for r, b in zip(measured, bottom, strict=True)]  # fmt: skip
+        if key in ENGINE_PARTS:
+            engine_parts = [e + v for e, v in zip(engine_parts, values, strict=True)]
+    rest_engine = [max(0.0, (_num(r.get("init_engine_s")) or 0.0) + (_num(r.get("model_load_s")) or 0.0) - e)
+                   for r, e in zip(measured, engine_parts, strict=True)]  # fmt: skip
     ax.bar(labels, rest_engine, bottom=bottom, label="rest of engine init")
     bottom = [b + v for b, v in zip(bottom, rest_engine, strict=True)]
     warmup = [_num(r.get("warmup_s")) or 0.0 for r in measured]
@@ -453,7 +462,7 @@ def plot_start_breakdown(rows: Sequence[dict[str, Any]], path: Path) -> bool:
         ax.bar(labels, warmup, bottom=bottom, label="the server's warm-up (option.warmup)")
         bottom = [b + v for b, v in zip(bottom, warmup, strict=True)]
     outside = [max(0.0, float(r["start_s"]) - b) for r, b in zip(measured, bottom, strict=True)]
-    ax.bar(labels, outside, bottom=bottom, label="process start, imports, API server")
+    ax.bar(labels, outside, bottom=bottom, label="the rest (not timed by a log line)")
     ax.set_ylabel("seconds from process start to /health 200")
     ax.set_title(f"{measured[0]['model']}: served start by cache state", fontsize=9)
     ax.legend(fontsize=7)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.e2e.backends import REPO_ROOT, EngineSetup
-from benchmarks.e2e.logparse import EngineLog, parse_engine_log
+from benchmarks.e2e.logparse import EngineLog, parse_engine_log, process_gaps
 from benchmarks.e2e.spec import Workload
 
 # How the image starts vLLM's EngineCore (the Dockerfile's VLLM_WORKER_MULTIPROC_METHOD; a test keeps the two equal).
@@ -163,6 +163,8 @@ def collect(status: str, events: list[dict[str, Any]], log_text: str, wall_s: fl
             result.versions = {k: str(ev[k]) for k in ("vllm", "torch", "triton", "flashinfer", "gpu") if k in ev}
         elif kind == "engine_started":
             result.start_s = ev["start_s"]
+            if "launched_at" in ev:  # the served engine's (served_worker); the offline engine has no launch
+                result.log.durations.update(process_gaps(log_text, float(ev["launched_at"])))
         elif kind == "sample":
             result.samples.append(ev)
         elif kind == "error":

@@ -170,11 +170,12 @@ def run(job: dict[str, Any]) -> int:
     baseline = compiled_kernels(caches)
     port = int(job["port"])
     server_log = Path(job["server_log"])
+    launched_at = time.time()  # the wall clock vLLM's log stamps use: logparse.process_gaps splits the start by it
     with server_log.open("wb") as log:
         server = subprocess.Popen(job["argv"], stdout=log, stderr=subprocess.STDOUT)
     try:
         start_s = wait_ready(server, port, float(job["soft_deadline"]))
-        events.emit("engine_started", start_s=start_s)
+        events.emit("engine_started", start_s=start_s, launched_at=launched_at)
         prompts = Prompts(int(job["vocab_size"]))
         first_body = completion_body(job["served_model"], prompts.ids(int(job["first_request_len"])), 1)
         results, first_s = run_batch(port, COMPLETIONS, [first_body], "sse")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.e2e import httpload, served, tokenizer
+from benchmarks.e2e import httpload, logparse, report, runner, served, tokenizer
 from benchmarks.e2e.backends import TUNED_ENV, EngineSetup
 from benchmarks.e2e.logparse import start_durations
 from entrypoint.planning import build_plan
@@ -119,6 +119,27 @@ def test_start_durations_read_vllms_own_lines() -> None:
         "weights_s": 3.1, "model_load_s": 3.55, "graph_compile_s": 22.0, "torch_compile_total_s": 36.7,
         "cuda_graphs_s": 8.0, "init_engine_s": 60.1, "warmup_s": 6.3,
     }  # fmt: skip
+
+
+def test_process_gaps_split_what_vllm_does_not_time_by_its_log_stamps() -> None:
+    # the head of 2026-12-03's warm start with fork (raw/2026-12-03/engines.log.gz), launched 26 s before its first line
+    log = "\n".join([
+        "INFO 12-03 06:39:48 [hook.py:83] moe_kernel=project: ... dispatches to ops.fused_moe_fp8 by token count",
+        "(APIServer pid=3462) INFO 12-03 06:39:48 [api_utils.py:345]  version 0.26.0",
+        "(APIServer pid=3462) WARNING 12-03 06:39:48 [system_utils.py:299] Found ulimit of 20000",
+        "(EngineCore pid=3550) INFO 12-03 06:39:51 [core.py:116] Initializing a V1 LLM engine (v0.26.0)",
+        "(EngineCore pid=3550) INFO 12-03 06:40:08 [monitor.py:81] Initial profiling/warmup run took 0.81 s",
+    ])  # fmt: skip
+    launched = time.mktime(time.strptime("2026-12-03 06:39:22", "%Y-%m-%d %H:%M:%S"))
+    assert logparse.process_gaps(log, launched) == {"before_first_log_s": 26.0, "to_engine_core_s": 3.0}
+    # no engine core (the CPU engine runs in-process): only the first part; no vLLM line at all: nothing
+    in_process = log.split("\n(EngineCore")[0]
+    assert logparse.process_gaps(in_process, launched) == {"before_first_log_s": 26.0}
+    assert logparse.process_gaps("Traceback (most recent call last):", launched) == {}
+    # the served worker's event carries the launch, and the start row gets both parts
+    result = runner.collect("ok", [{"event": "engine_started", "start_s": 64.2, "launched_at": launched}], log, 70.0)
+    row = report.start_row("m", "plan", "warm", result, "default")
+    assert (row["before_first_log_s"], row["to_engine_core_s"]) == (26.0, 3.0)
 
 
 # ------------------------------------------------------------------------------------ the load generator
@@ -229,6 +250,8 @@ def test_the_start_breakdown_probes_the_baked_start_with_real_requests(tmp_path:
     assert list(starts) == ["empty", "warm", "copied", "baked", "layer"]
     assert all(r["status"] == "ok" and r["split"] == "tp1" for r in starts.values())
     assert {r["options"] for r in starts.values()} == {"max_num_seqs=2 max_model_len=36"}  # how it was sized
+    # the launch to vLLM's first log line, from the served worker's launch time (no engine core: in-process here)
+    assert all(0 <= float(r["before_first_log_s"]) < float(r["start_s"]) for r in starts.values()), starts
     raw = json.loads((out / "h200_e2e_raw.json").read_text())
     assert raw[0]["split"] == "tp1" and raw[0]["argv"][1:4] == ["-m", "entrypoint.serve", "serve"]
     events = [json.loads(line) for line in (tmp_path / "work" / f"{model.name}.plan.baked.jsonl").open()]
