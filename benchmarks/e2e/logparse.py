@@ -136,19 +136,17 @@ def process_gaps(text: str, launched_at: float) -> dict[str, float]:
     subprocess, then starting EngineCore: spawn re-imports vLLM there, fork does not; 25 s against 3 s on 2026-12-03).
     Whole seconds, as vLLM stamps them; parts whose line is missing are left out."""
     year = time.localtime(launched_at).tm_year
-    first: float | None = None
-    core: float | None = None
-    for match in LOG_STAMP_RE.finditer(text):
-        stamp = time.mktime(time.strptime(f"{year}-{match['stamp']}", "%Y-%m-%d %H:%M:%S"))
-        first = stamp if first is None else first
-        if (match["process"] or "").startswith("EngineCore"):
-            core = stamp
-            break
-    gaps: dict[str, float] = {}
-    if first is not None:
-        gaps["before_first_log_s"] = round(max(0.0, first - launched_at), 1)
-        if core is not None:
-            gaps["to_engine_core_s"] = round(core - first, 1)
+
+    def seconds(match: re.Match[str]) -> float:
+        return time.mktime(time.strptime(f"{year}-{match['stamp']}", "%Y-%m-%d %H:%M:%S"))
+
+    first = LOG_STAMP_RE.search(text)
+    if first is None:
+        return {}
+    gaps = {"before_first_log_s": round(max(0.0, seconds(first) - launched_at), 1)}
+    core = next((m for m in LOG_STAMP_RE.finditer(text) if (m["process"] or "").startswith("EngineCore")), None)
+    if core is not None:
+        gaps["to_engine_core_s"] = round(seconds(core) - seconds(first), 1)
     return gaps
 
 

@@ -444,17 +444,14 @@ def plot_start_breakdown(rows: Sequence[dict[str, Any]], path: Path) -> bool:
     fig, ax = plt.subplots(figsize=(1.6 * len(measured) + 3, 4))
     labels = [f"{r['backend']}\n{r['mode']}" for r in measured]
     bottom = [0.0] * len(measured)
-    engine_parts = [0.0] * len(measured)  # what of vLLM's engine init the named parts cover
     for key, label in START_PARTS:
         values = [_num(r.get(key)) or 0.0 for r in measured]
         if not any(values):
             continue  # rows from before a part was logged (process_gaps came on 2026-12-03)
         ax.bar(labels, values, bottom=bottom, label=label)
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
-        if key in ENGINE_PARTS:
-            engine_parts = [e + v for e, v in zip(engine_parts, values, strict=True)]
-    rest_engine = [max(0.0, (_num(r.get("init_engine_s")) or 0.0) + (_num(r.get("model_load_s")) or 0.0) - e)
-                   for r, e in zip(measured, engine_parts, strict=True)]  # fmt: skip
+    rest_engine = [max(0.0, (_num(r.get("init_engine_s")) or 0.0) + (_num(r.get("model_load_s")) or 0.0)
+                        - sum(_num(r.get(k)) or 0.0 for k in ENGINE_PARTS)) for r in measured]  # fmt: skip
     ax.bar(labels, rest_engine, bottom=bottom, label="rest of engine init")
     bottom = [b + v for b, v in zip(bottom, rest_engine, strict=True)]
     warmup = [_num(r.get("warmup_s")) or 0.0 for r in measured]

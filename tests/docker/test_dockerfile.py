@@ -11,6 +11,7 @@ import re
 import subprocess
 from pathlib import Path
 
+from benchmarks.e2e.runner import IMAGE_START_METHOD
 from kernels.triton_cache import TRITON_CACHE_MANAGER
 from sagemaker_deploy.planning import IMAGE_VLLM_VERSION
 from tests.conftest_paths import REPO
@@ -116,6 +117,11 @@ def test_final_stage_keeps_the_sagemaker_contract():
     assert f"TRITON_CACHE_MANAGER={TRITON_CACHE_MANAGER} " in env + " "  # the class the code defines
     # The resolver decides VLLM_TUNED_CONFIG_FOLDER per plan; a global ENV would read as a user setting.
     assert "VLLM_TUNED_CONFIG_FOLDER" not in env
+
+
+def test_the_benchmark_harness_starts_the_engine_core_as_the_image_does():
+    # benchmarks/e2e sets IMAGE_START_METHOD for every engine it runs, so its start rows measure the image's start
+    assert f"VLLM_WORKER_MULTIPROC_METHOD={IMAGE_START_METHOD}" in " ".join(args_of("ENV", final_stage()))
 
 
 def test_the_default_properties_path_is_the_one_the_settings_loader_reads():
