@@ -11,9 +11,9 @@
 # Queue A (GPU 0) and queue B (GPU 1) run side by side; on a one-GPU machine A then B run on GPU 0 in one
 # queue. Each step starts only when its minimum time is left before the deadline (DEADLINE_S after `start`,
 # default 1500 s) and is cut at the deadline, so a short lease still returns the first steps of each queue.
-#   A: qwen-start (plan's start from empty / warm / copied / baked caches and from the compile-cache layer, bake made
-#      here, each start with the server's warm-up) → make test-gpu (incl. the plugin in the served engine, plugin on /
-#      off on one random FP8 checkpoint); qwen-plugin, qwen-attention, the own-kernels bench (2026-12-01d) and e2e
+#   A: make test-gpu (incl. the plugin in the served engine, plugin on / off on one random FP8 checkpoint) →
+#      qwen-start (plan's start from empty / warm / copied / baked caches and from the compile-cache layer, bake made
+#      here, each start with the server's warm-up) → import-profile (the seconds before vLLM's first log); qwen-plugin, qwen-attention, the own-kernels bench (2026-12-01d) and e2e
 #      nemotron (2026-12-02) left the queue (queue_a says how to put them back)
 #   B: e2e mixtral (served: plan / auto / LMI-equivalent in one lease) → e2e nemotron-diag (the plan with prefix
 #      caching off / on, 5 reps)
@@ -136,8 +136,12 @@ queue_a() {
   # start from it: the baked-start goal) only; copied (1.02x warm on 2026-12-01) and the Triton-only baked start wait
   # 2026-12-03: layer 0.86x warm, warm-fork 0.71x, so the image forks now; the warm-spawn row
   # (`START_MODES=warm,warm-spawn`) is measured and left out; the layer row now measures what ships (fork, ~55 s?)
-  step "$q" qwen-start 300 960 env BUDGET_S=940 START_MODES=warm bash benchmarks/device/e2e.sh qwen-start
+  # 2026-12-03b: make test-gpu first (issue 15's "done when" on the GPU, not run on a GPU since 2026-12-01c), then the
+  # start of what ships, then where the ~26 s before vLLM's first log go (our resolver, vLLM's import and parser; it
+  # reads the model qwen-start made in the queue's work dir)
   step "$q" test-gpu 450 600 "${TEST_GPU[@]}"
+  step "$q" qwen-start 300 960 env BUDGET_S=940 START_MODES=warm bash benchmarks/device/e2e.sh qwen-start
+  step "$q" import-profile 40 120 bash benchmarks/device/import_profile.sh
 }
 
 queue_b() {

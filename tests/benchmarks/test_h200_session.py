@@ -18,7 +18,7 @@ import pytest
 from tests.conftest_paths import REPO
 
 SCRIPT = REPO / "benchmarks" / "device" / "h200_session.sh"
-QUEUE_A = ["qwen-start", "test-gpu"]
+QUEUE_A = ["test-gpu", "qwen-start", "import-profile"]
 QUEUE_B = ["e2e-mixtral", "e2e-nemotron-diag"]
 
 
@@ -71,11 +71,12 @@ def test_a_step_starts_only_when_its_minimum_time_is_left(tmp_path: Path) -> Non
     # 400 s: too little for make test-gpu (450), enough for the 300 s steps
     status, _ = _session(tmp_path, gpus=2, deadline_s=400)
     assert _steps(status, "A", "skipped") == ["test-gpu"]
-    assert _steps(status, "A", "rc=0") == ["qwen-start"]
+    assert _steps(status, "A", "rc=0") == ["qwen-start", "import-profile"]
     assert _steps(status, "B", "rc=0") == QUEUE_B
-    # 250 s: too little for any of them
+    # 250 s: too little for any of them but the 40 s import profile
     status, _ = _session(tmp_path / "short", gpus=2, deadline_s=250)
-    assert _steps(status, "A", "skipped") == QUEUE_A and _steps(status, "B", "skipped") == QUEUE_B
+    assert _steps(status, "A", "skipped") == ["test-gpu", "qwen-start"] and _steps(status, "B", "skipped") == QUEUE_B
+    assert _steps(status, "A", "rc=0") == ["import-profile"]
 
 
 def test_a_second_start_while_running_collects_instead_of_restarting(tmp_path: Path) -> None:
