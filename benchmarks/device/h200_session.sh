@@ -8,15 +8,17 @@
 #   bash benchmarks/device/h200_session.sh start          # after host_install.sh; returns at once
 #   bash benchmarks/device/h200_session.sh wait 560       # ≤ 560 s per call; repeat until it prints "all done"
 #
-# Queue A (GPU 0) and queue B (GPU 1) run side by side; on a one-GPU machine A then B run on GPU 0 in one
-# queue. Each step starts only when its minimum time is left before the deadline (DEADLINE_S after `start`,
-# default 1500 s) and is cut at the deadline, so a short lease still returns the first steps of each queue.
+# Queue A (GPU 0) and queue B (GPU 1) run side by side; on a one-GPU machine their steps run on GPU 0 in one queue A,
+# in queue_one_gpu's order. Each step starts only when its minimum time is left before the deadline (DEADLINE_S after
+# `start`, default 1500 s) and is cut at the deadline, so a short lease still returns the first steps of each queue.
 #   A: make test-gpu (incl. the plugin in the served engine, plugin on / off on one random FP8 checkpoint) →
-#      qwen-start (plan's start from empty / warm / copied / baked caches and from the compile-cache layer, bake made
-#      here, each start with the server's warm-up) → import-profile (the seconds before vLLM's first log); qwen-plugin, qwen-attention, the own-kernels bench (2026-12-01d) and e2e
-#      nemotron (2026-12-02) left the queue (queue_a says how to put them back)
+#      qwen-start (plan's start from empty / warm caches and from the compile-cache layer, bake made here, each start
+#      with the server's warm-up) → import-profile (the seconds before vLLM's first log); qwen-plugin,
+#      qwen-attention, the own-kernels bench (2026-12-01d) and e2e nemotron (2026-12-02) left the queue (the step
+#      functions say how to put them back)
 #   B: e2e mixtral (served: plan / auto / LMI-equivalent in one lease) → e2e nemotron-diag (the plan with prefix
 #      caching off / on, 5 reps)
+#   one GPU: test-gpu → e2e mixtral → import-profile → qwen-start → e2e nemotron-diag
 # PLAN=x8: one queue X on all 8 GPUs, the e2e.sh x8-* phases in priority order (docs/h200-runbook.md "8 × H200"):
 #   x8-qwen235-tp8 → x8-deepseek-tp8ep8 → x8-qwen235-tp8-start → x8-deepseek-tp8 → x8-qwen235-tp4 on GPUs 0-3
 #   beside x8-mixtral8x22-tp4 on GPUs 4-7 (queue Y) → x8-maverick-tp8 → x8-qwen235-block-tp8ep8;
@@ -110,47 +112,51 @@ step() {  # step QUEUE NAME MIN_S MAX_S CMD... : run CMD if MIN_S are left, cut 
 }
 
 # Order = what each issue can least do without, cheap decisive steps first (a short lease returns those).
-# `make test-gpu` leads (issue 15's last "done when" on the GPU), then the Mixtral rows both issues 14 and 15 need,
-# the Nemotron diagnosis (its 2026-12-02 rows could not be read) and issue 14's baked start. On one GPU the queues run
-# A then B.
 # `make test-gpu`'s script (a command, not a function: `timeout` runs it); the engine test's CSV and server logs land
 # in the step's folder
 # shellcheck disable=SC2016  # $OUT expands in the step's shell, where `step` has set it
 TEST_GPU=(bash -c 'PLUGIN_LOGITS_OUT=$OUT/plugin-logits bash scripts/test_gpu.sh --junitxml="$OUT/test_gpu.xml"')
 
-queue_a() {
-  local q=$1
-  # Done and so out of the queue (each is one e2e.sh phase or script, to put back here for a re-run): on 2026-12-01d
-  # e2e qwen-plugin (942 s for its four engines: `step "$q" e2e-qwen-plugin 420 1000 env BUDGET_S=980 bash
-  # benchmarks/device/e2e.sh qwen-plugin`), e2e qwen-attention (230 s), own-kernels (281 s: `env SKIP_TESTS=1 bash
-  # benchmarks/device/kernels_check_and_bench.sh`); on 2026-12-02 e2e nemotron (923 s: `step "$q" e2e-nemotron 300
-  # 1000 env BUDGET_S=980 bash benchmarks/device/e2e.sh nemotron`; its rows spread too far to read: nemotron-diag first).
-  # make test-gpu: the shipped table changed since its last run (2026-12-01c, 61 passed in 422 s: DeepSeek-V3 TP8 now
-  # takes our kernel at M = 2) and the reworked quantisation tests have not run on a GPU; a start with less would be
-  # cut inside the engine test
-  # Issue 14's baked-start goal first: empty / warm / copied / baked starts (~400 s on 2026-12-01) + the
-  # compile-cache layer's bake (a cold start + its requests) and the start from it (~300 s more; the harness needs 2
-  # estimated starts + 60 s left for them), and since 2026-12-02 every start holds /health for the server's warm-up
-  # (option.warmup, not timed on an H200 yet: ~120 s more allowed)
-  # 2026-12-02b: a lease lost mid-run left ~1000 s: the warm start and the compile-cache layer's (the bake, then a
-  # start from it: the baked-start goal) only; copied (1.02x warm on 2026-12-01) and the Triton-only baked start wait
-  # 2026-12-03: layer 0.86x warm, warm-fork 0.71x, so the image forks now; the warm-spawn row
-  # (`START_MODES=warm,warm-spawn`) is measured and left out; the layer row now measures what ships (fork, ~55 s?)
-  # 2026-12-03b: make test-gpu first (issue 15's "done when" on the GPU, not run on a GPU since 2026-12-01c), then the
-  # start of what ships, then where the ~26 s before vLLM's first log go (our resolver, vLLM's import and parser; it
-  # reads the model qwen-start made in the queue's work dir)
-  step "$q" test-gpu 450 600 "${TEST_GPU[@]}"
-  step "$q" qwen-start 300 960 env BUDGET_S=940 START_MODES=warm bash benchmarks/device/e2e.sh qwen-start
-  step "$q" import-profile 40 120 bash benchmarks/device/import_profile.sh
+# One function per step, the queue's name as $1, so the two-GPU queues and the one-GPU order list the same steps.
+# Done and so out of every queue (each is one e2e.sh phase or script, to put back for a re-run): on 2026-12-01d
+# e2e qwen-plugin (942 s for its four engines: `step "$q" e2e-qwen-plugin 420 1000 env BUDGET_S=980 bash
+# benchmarks/device/e2e.sh qwen-plugin`), e2e qwen-attention (230 s), own-kernels (281 s: `env SKIP_TESTS=1 bash
+# benchmarks/device/kernels_check_and_bench.sh`); on 2026-12-02 e2e nemotron (923 s: `step "$q" e2e-nemotron 300
+# 1000 env BUDGET_S=980 bash benchmarks/device/e2e.sh nemotron`; its rows spread too far to read: nemotron-diag first).
+
+# make test-gpu (issue 15's "done when" on the GPU; last run 2026-12-01c, 61 passed in 422 s; the shipped table and the
+# quantisation tests changed since); a start with less would be cut inside the engine test
+test_gpu_step() { step "$1" test-gpu 450 600 "${TEST_GPU[@]}"; }
+
+# Issue 14's start of what ships: empty / warm caches and the compile-cache layer (its bake: a cold start + its
+# requests, then the start from it), each start holding /health for the server's warm-up. 2026-12-03: layer 0.86x
+# warm with spawn, warm with fork 0.71x, so the image forks; the layer row with fork is what is owed (~55 s?); the
+# warm-spawn row (`START_MODES=warm,warm-spawn`) is measured and left out
+qwen_start_step() {
+  step "$1" qwen-start 300 960 env BUDGET_S=940 START_MODES=warm bash benchmarks/device/e2e.sh qwen-start
 }
 
-queue_b() {
-  local q=$1
-  # Mixtral served, all three engines in one lease (2026-12-02 cut its LMI-equivalent engine: plan + auto took 504 s,
-  # the third needs ~250 s more); plan_vllm_kernel = plan (the table has no Mixtral row)
-  step "$q" e2e-mixtral 300 800 env BUDGET_S=780 bash benchmarks/device/e2e.sh mixtral
-  # why one Nemotron engine's repetitions spread 3-39 %: prefix caching off and on, 5 reps (~2 × 260 s)
-  step "$q" e2e-nemotron-diag 300 600 env BUDGET_S=580 bash benchmarks/device/e2e.sh nemotron-diag
+# Where the ~26 s before vLLM's first log go (our resolver, vLLM's import and its parser), on a model an e2e step made
+# in the queue's work dir
+import_profile_step() { step "$1" import-profile 40 120 bash benchmarks/device/import_profile.sh; }
+
+# Mixtral served, all three engines in one lease (2026-12-02 cut its LMI-equivalent engine: plan + auto took 504 s,
+# the third needs ~250 s more); plan_vllm_kernel = plan (the table has no Mixtral row)
+mixtral_step() { step "$1" e2e-mixtral 300 800 env BUDGET_S=780 bash benchmarks/device/e2e.sh mixtral; }
+
+# why one Nemotron engine's repetitions spread 3-39 %: prefix caching off and on, 5 reps (~2 × 260 s)
+nemotron_diag_step() {
+  step "$1" e2e-nemotron-diag 300 600 env BUDGET_S=580 bash benchmarks/device/e2e.sh nemotron-diag
+}
+
+queue_a() { test_gpu_step "$1"; qwen_start_step "$1"; import_profile_step "$1"; }
+queue_b() { mixtral_step "$1"; nemotron_diag_step "$1"; }
+
+# One GPU (~1550 s of a lease after the install): make test-gpu, then Mixtral's LMI-equivalent row (issue 14's table
+# lacks it; the layer start with fork is a re-measure of a goal already met), the profile on Mixtral's model copy, then
+# what time is left
+queue_one_gpu() {
+  test_gpu_step "$1"; mixtral_step "$1"; import_profile_step "$1"; qwen_start_step "$1"; nemotron_diag_step "$1"
 }
 
 wanted() {  # wanted STEP: listed in X8_STEPS (space-separated), or X8_STEPS unset
@@ -251,8 +257,8 @@ start() {
   else
     ((gpus == 1)) || echo "h200_session: no GPU seen by nvidia-smi; running anyway on device 0" >&2
     echo A >"$RUN_DIR/queues"
-    run_queue A 0 queue_a queue_b
-    echo "h200_session: 1 queue (A then B) on GPU 0, deadline in ${DEADLINE_S}s, logs under $RUN_DIR"
+    run_queue A 0 queue_one_gpu
+    echo "h200_session: 1 queue on GPU 0, deadline in ${DEADLINE_S}s, logs under $RUN_DIR"
   fi
 }
 

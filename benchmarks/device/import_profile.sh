@@ -6,14 +6,18 @@
 #   import   `import vllm.entrypoints.cli.main` under -X importtime: vLLM's import, with the modules that cost most
 #   help     `python -m entrypoint.serve serve --help`: the import plus vLLM building its argument parser
 # usage (repo root, after an e2e phase in the same WORK_DIR):  OUT=DIR bash benchmarks/device/import_profile.sh
-# env: MODEL (default: the harness's Qwen3 copy in WORK_DIR), RESOLVE_ARGS (e.g. "--gpu H200" off the GPU host;
+# env: MODEL (default: the first model copy the e2e harness made in WORK_DIR), RESOLVE_ARGS (e.g. "--gpu H200" off the GPU host;
 #      default none: the resolver detects the GPU as `serve` does), RUNS (1)
 # Writes OUT/import_profile.csv (what,run,wall_s) and OUT/importtime-top.txt (the 40 costliest imports by
 # cumulative µs, last run).
 set -uo pipefail
 : "${OUT:?import_profile needs OUT}"
 WORK_DIR=${WORK_DIR:-/tmp/e2e-bench-work}
-MODEL=${MODEL:-$WORK_DIR/served-models/qwen3-30b-a3b-fp8-static}
+for made in "$WORK_DIR"/served-models/*/; do  # default: the first model copy an e2e step made there
+  MODEL=${MODEL:-${made%/}}
+  break
+done
+MODEL=${MODEL:-$WORK_DIR/served-models/none}
 RUNS=${RUNS:-1}
 read -ra resolve_args <<<"${RESOLVE_ARGS:-}"
 mkdir -p "$OUT"
