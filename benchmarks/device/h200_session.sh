@@ -11,14 +11,13 @@
 # Queue A (GPU 0) and queue B (GPU 1) run side by side; on a one-GPU machine their steps run on GPU 0 in one queue A,
 # in queue_one_gpu's order. Each step starts only when its minimum time is left before the deadline (DEADLINE_S after
 # `start`, default 1500 s) and is cut at the deadline, so a short lease still returns the first steps of each queue.
-#   A: make test-gpu (incl. the plugin in the served engine, plugin on / off on one random FP8 checkpoint) →
-#      qwen-start (plan's start from empty / warm caches and from the compile-cache layer, bake made here, each start
-#      with the server's warm-up) → import-profile (the seconds before vLLM's first log); qwen-plugin,
-#      qwen-attention, the own-kernels bench (2026-12-01d) and e2e nemotron (2026-12-02) left the queue (the step
-#      functions say how to put them back)
-#   B: e2e mixtral (served: plan / auto / LMI-equivalent in one lease) → e2e nemotron-diag (the plan with prefix
-#      caching off / on, 5 reps)
-#   one GPU: test-gpu → e2e mixtral → import-profile → qwen-start → e2e nemotron-diag
+#   A: qwen-start (plan's start from empty / warm caches and from the compile-cache layer, bake made here, each start
+#      with the server's warm-up) → make test-gpu (incl. the plugin in the served engine, plugin on / off on one
+#      random FP8 checkpoint); e2e mixtral and the import profile (2026-12-03b), qwen-plugin, qwen-attention, the
+#      own-kernels bench (2026-12-01d) and e2e nemotron (2026-12-02) left the queues (the step functions say how to
+#      put them back)
+#   B: e2e nemotron-diag (the plan with prefix caching off / on, 5 reps)
+#   one GPU: qwen-start → e2e nemotron-diag → test-gpu
 # PLAN=x8: one queue X on all 8 GPUs, the e2e.sh x8-* phases in priority order (docs/h200-runbook.md "8 × H200"):
 #   x8-qwen235-tp8 → x8-deepseek-tp8ep8 → x8-qwen235-tp8-start → x8-deepseek-tp8 → x8-qwen235-tp4 on GPUs 0-3
 #   beside x8-mixtral8x22-tp4 on GPUs 4-7 (queue Y) → x8-maverick-tp8 → x8-qwen235-block-tp8ep8;
@@ -118,46 +117,39 @@ step() {  # step QUEUE NAME MIN_S MAX_S CMD... : run CMD if MIN_S are left, cut 
 TEST_GPU=(bash -c 'PLUGIN_LOGITS_OUT=$OUT/plugin-logits bash scripts/test_gpu.sh --junitxml="$OUT/test_gpu.xml"')
 
 # One function per step, the queue's name as $1, so the two-GPU queues and the one-GPU order list the same steps.
-# Done and so out of every queue (each is one e2e.sh phase or script, to put back for a re-run): on 2026-12-01d
+# Done and so out of every queue (each is one e2e.sh phase or script, to put back for a re-run): on 2026-12-03b
+# e2e mixtral with its LMI-equivalent engine (634 s: `step "$q" e2e-mixtral 300 800 env BUDGET_S=780 bash
+# benchmarks/device/e2e.sh mixtral`) and the import profile (35 s: `step "$q" import-profile 40 120 bash
+# benchmarks/device/import_profile.sh`, after an e2e step in the queue); on 2026-12-01d
 # e2e qwen-plugin (942 s for its four engines: `step "$q" e2e-qwen-plugin 420 1000 env BUDGET_S=980 bash
 # benchmarks/device/e2e.sh qwen-plugin`), e2e qwen-attention (230 s), own-kernels (281 s: `env SKIP_TESTS=1 bash
 # benchmarks/device/kernels_check_and_bench.sh`); on 2026-12-02 e2e nemotron (923 s: `step "$q" e2e-nemotron 300
 # 1000 env BUDGET_S=980 bash benchmarks/device/e2e.sh nemotron`; its rows spread too far to read: nemotron-diag first).
 
-# make test-gpu (issue 15's "done when" on the GPU; last run 2026-12-01c, 61 passed in 422 s; the shipped table and the
-# quantisation tests changed since); a start with less would be cut inside the engine test
+# make test-gpu (issue 15's "done when" on the GPU; 61 passed on 87641a6, 2026-12-03b, 402 s: last, to re-check
+# main after GPU-side changes); a start with less would be cut inside the engine test
 test_gpu_step() { step "$1" test-gpu 450 600 "${TEST_GPU[@]}"; }
 
 # Issue 14's start of what ships: empty / warm caches and the compile-cache layer (its bake: a cold start + its
 # requests, then the start from it), each start holding /health for the server's warm-up. 2026-12-03: layer 0.86x
-# warm with spawn, warm with fork 0.71x, so the image forks; the layer row with fork is what is owed (~55 s?); the
-# warm-spawn row (`START_MODES=warm,warm-spawn`) is measured and left out
+# warm with spawn, warm with fork 0.71x, so the image forks; the layer row with fork is what is owed (~55 s?; the
+# 2026-12-03b lease reached only the empty row: 157.2 s); the warm-spawn row (`START_MODES=warm,warm-spawn`) is
+# measured and left out
 qwen_start_step() {
   step "$1" qwen-start 300 960 env BUDGET_S=940 START_MODES=warm bash benchmarks/device/e2e.sh qwen-start
 }
-
-# Where the ~26 s before vLLM's first log go (our resolver, vLLM's import and its parser), on a model an e2e step made
-# in the queue's work dir
-import_profile_step() { step "$1" import-profile 40 120 bash benchmarks/device/import_profile.sh; }
-
-# Mixtral served, all three engines in one lease (2026-12-02 cut its LMI-equivalent engine: plan + auto took 504 s,
-# the third needs ~250 s more); plan_vllm_kernel = plan (the table has no Mixtral row)
-mixtral_step() { step "$1" e2e-mixtral 300 800 env BUDGET_S=780 bash benchmarks/device/e2e.sh mixtral; }
 
 # why one Nemotron engine's repetitions spread 3-39 %: prefix caching off and on, 5 reps (~2 × 260 s)
 nemotron_diag_step() {
   step "$1" e2e-nemotron-diag 300 600 env BUDGET_S=580 bash benchmarks/device/e2e.sh nemotron-diag
 }
 
-queue_a() { test_gpu_step "$1"; qwen_start_step "$1"; import_profile_step "$1"; }
-queue_b() { mixtral_step "$1"; nemotron_diag_step "$1"; }
+queue_a() { qwen_start_step "$1"; test_gpu_step "$1"; }
+queue_b() { nemotron_diag_step "$1"; }
 
-# One GPU (~1550 s of a lease after the install): make test-gpu, then Mixtral's LMI-equivalent row (issue 14's table
-# lacks it; the layer start with fork is a re-measure of a goal already met), the profile on Mixtral's model copy, then
-# what time is left
-queue_one_gpu() {
-  test_gpu_step "$1"; mixtral_step "$1"; import_profile_step "$1"; qwen_start_step "$1"; nemotron_diag_step "$1"
-}
+# One GPU (~1450 s of a lease after the install): the layer start with fork (issue 14: what ships, not yet measured),
+# the Nemotron diagnosis (issues 14 and 15: its rows cannot be read yet), then make test-gpu if time is left
+queue_one_gpu() { qwen_start_step "$1"; nemotron_diag_step "$1"; test_gpu_step "$1"; }
 
 wanted() {  # wanted STEP: listed in X8_STEPS (space-separated), or X8_STEPS unset
   [ -z "${X8_STEPS:-}" ] || [[ " $X8_STEPS " == *" $1 "* ]]
