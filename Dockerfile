@@ -116,6 +116,11 @@ FROM project AS final
 
 ARG FLAVOUR
 COPY --from=aot /opt/moe-serving/triton-cache /opt/moe-serving/triton-cache
+# vLLM's model-info entries for every architecture it registers (entrypoint/model_info_cache.py): without one, the
+# API server inspects the model class in a subprocess that imports vLLM again, 24 s of an H200 start from empty
+# caches (2026-12-03b). They are keyed by the model module's source, not the GPU, so no GPU is needed; `serve`
+# copies the ones VLLM_CACHE_ROOT lacks (MOE_BAKED_MODEL_INFO) before vLLM starts.
+RUN VLLM_LOGGING_LEVEL=ERROR python3 -m entrypoint.model_info_cache bake --out /opt/moe-serving/model-info
 COPY docker/healthcheck.sh /opt/moe-serving/docker/
 # The image's default configuration; a serving.properties in the model directory
 # (/opt/ml/model) or OPTION_* environment variables take precedence (see the file).
@@ -155,6 +160,7 @@ ENV PYTHONUNBUFFERED=1 \
     TRITON_CACHE_MANAGER=kernels.triton_cache:BakedFirstCacheManager \
     MOE_BAKED_TRITON_CACHE=/opt/moe-serving/triton-cache \
     MOE_BAKED_COMPILE_CACHE=/opt/moe-serving/compile-cache \
+    MOE_BAKED_MODEL_INFO=/opt/moe-serving/model-info \
     MOE_SERVING_KERNEL_CONFIGS=/opt/moe-serving/kernel-configs \
     VLLM_NO_USAGE_STATS=1 \
     DO_NOT_TRACK=1 \

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import NoReturn
 
+from entrypoint import model_info_cache
 from entrypoint.compile_cache import seed
 from entrypoint.resolve.plan import Plan
 from entrypoint.resolve.render import Layout, render_plan
@@ -104,6 +105,8 @@ def serve_main(ns: argparse.Namespace) -> NoReturn:
     argv = vllm_command(plan)
     env = vllm_environment(plan, os.environ)
     log.info("%s", seed(plan, env))
+    # after the compile-cache layer, which is seeded only into an empty VLLM_CACHE_ROOT (and holds these entries)
+    log.info("%s", model_info_cache.seed(env))
     # exec replaces this process: anything still buffered would be lost.
     sys.stdout.flush()
     sys.stderr.flush()

@@ -92,6 +92,8 @@ class RunArgs:
     # serves it) or a number
     model_len: str = "workload"
     start_modes: tuple[str, ...] = START_MODES  # --start-modes: which restarts the breakdown times after the cold one
+    # set by the run: the variable through which each served start seeds the run's baked model-info entries
+    model_info_env: dict[str, str] = field(default_factory=dict)
 
 
 def _timeout_arg(text: str) -> tuple[str, float]:
@@ -323,6 +325,11 @@ def execute(args: RunArgs) -> int:
     fi_line = f"FlashInfer JIT (sampler, autotuner delay kernel) prebuilt in {fi_jit_s} s (None: engines build it)"
     print(f"e2e: {fi_line}")
     engines_log.write_text(f"===== {fi_line} =====\n")
+    if args.engine == "served" and any(not j.setup.error and not j.setup.same_engine_as for j in jobs):
+        # vLLM's model-info entries as the image build bakes them (Dockerfile); each served start seeds them as `serve`
+        # does (served_worker)
+        baked = runner.bake_model_info(args.work_dir / "model-info", prewarm_env, min(120.0, budget.left()))
+        args = replace(args, model_info_env=baked)
     shared = PhaseTritonCache(args.work_dir / "phase-triton") if args.share_triton_cache else None
     for j in jobs:
         layers_real = spec.num_layers(j.config)
@@ -390,7 +397,8 @@ def _run_engine(
     )
     cache = engine_cache(args.work_dir, label, backend)
     runner.reset_cache(cache)
-    env = runner.engine_env(os.environ, j.setup, cache, shared.env() if shared else {}, args.work_dir / "flashinfer")
+    extra = {**(shared.env() if shared else {}), **args.model_info_env}
+    env = runner.engine_env(os.environ, j.setup, cache, extra, args.work_dir / "flashinfer")
     timeout = max(30.0, min(job_timeout(args, label, backend), budget.left() - 10))
     print(f"e2e: {label} {backend}: starting (timeout {timeout:.0f} s, {budget.left():.0f} s of budget left)")
     if args.engine == "served":
@@ -523,7 +531,8 @@ def _start_breakdown(
         if not budget.allows(runner.estimate_start_s(j.model, j.setup, served=True) + 30):
             print(f"e2e: {j.model} {j.setup.backend}: start breakdown stops before {mode}: budget")
             break
-        env = runner.engine_env(os.environ, j.setup, where, extra, args.work_dir / "flashinfer")
+        fi_base = args.work_dir / "flashinfer"
+        env = runner.engine_env(os.environ, j.setup, where, {**extra, **args.model_info_env}, fi_base)
         timeout = max(30.0, min(job_timeout(args, j.model, j.setup.backend), budget.left() - 10))
         if mode == "warm-spawn" and warm_s:
             timeout = min(timeout, 2 * warm_s + 30)  # a comparison row: a slow start must not eat the layer's
@@ -590,7 +599,8 @@ def _layer_start(
         return report.start_row(j.model, j.setup.backend, "layer", failed, args.compile_mode)
     where = cache.with_name(cache.name + "-from-layer")
     runner.reset_cache(where)
-    env = runner.engine_env(os.environ, j.setup, where, {compile_cache.LAYER_ENV: str(layer)}, flashinfer)
+    env = runner.engine_env(os.environ, j.setup, where, {compile_cache.LAYER_ENV: str(layer), **args.model_info_env},
+                            flashinfer)  # fmt: skip
     # the plan serve resolves here (GPU detected, as the bake detected it), and the one line serve logs
     plan = served.served_plan(model_dir, env, port=free_port(), options=served_options(args))
     seeded = compile_cache.seed(plan, env)

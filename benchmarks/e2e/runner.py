@@ -218,6 +218,29 @@ def prewarm_flashinfer(env: Mapping[str, str], timeout_s: float, python: str = s
     return time.monotonic() - t0 if done.returncode == 0 else None
 
 
+def bake_model_info(
+    root: Path, env: Mapping[str, str], timeout_s: float, python: str = sys.executable
+) -> dict[str, str]:
+    """vLLM's model-info entries made as the image build makes them (entrypoint.model_info_cache), once per run: the
+    variable that makes each served start seed them as `serve` does, or {} (and the reason printed) if the bake
+    failed here."""
+    from entrypoint.model_info_cache import BAKED_ENV
+
+    cmd = [python, "-m", "entrypoint.model_info_cache", "bake", "--out", str(root)]
+    try:
+        done = subprocess.run(cmd, env={**env, "VLLM_LOGGING_LEVEL": "ERROR"}, timeout=timeout_s, check=False,
+                              capture_output=True, text=True)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        print(f"e2e: model info not baked (over {timeout_s:.0f} s): engines inspect the model class at start")
+        return {}
+    lines = [line for line in done.stdout.splitlines() if line.startswith("model info: ")]
+    if done.returncode != 0 or not lines:
+        print(f"e2e: model info not baked (rc {done.returncode}: {done.stderr.strip()[-300:]})")
+        return {}
+    print(f"e2e: {lines[-1]}")
+    return {BAKED_ENV: str(root)}
+
+
 def reset_cache(cache_dir: Path) -> None:
     if cache_dir.exists():
         shutil.rmtree(cache_dir)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import faulthandler
 import importlib.metadata
+import os
 import random
 import signal
 import subprocess
@@ -30,6 +31,7 @@ from benchmarks.e2e.httpload import run_batch
 from benchmarks.e2e.jitcount import compiled_kernels, rank_dirs
 from benchmarks.e2e.tokenizer import words
 from benchmarks.e2e.worker import EventLog, job_main
+from entrypoint import model_info_cache
 from entrypoint.bake_cache import stop_server, wait_ready
 
 faulthandler.register(signal.SIGUSR1, all_threads=True)
@@ -171,6 +173,8 @@ def run(job: dict[str, Any]) -> int:
     port = int(job["port"])
     server_log = Path(job["server_log"])
     launched_at = time.time()  # the wall clock vLLM's log stamps use: logparse.process_gaps splits the start by it
+    # what `serve` does before its exec, in the start's time (no-op without MOE_BAKED_MODEL_INFO: that line says so)
+    print(model_info_cache.seed(os.environ), flush=True)
     with server_log.open("wb") as log:
         server = subprocess.Popen(job["argv"], stdout=log, stderr=subprocess.STDOUT)
     try:

@@ -11,6 +11,7 @@ import csv
 import http.server
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -258,6 +259,14 @@ def test_the_start_breakdown_probes_the_baked_start_with_real_requests(tmp_path:
     (probe,) = [e for e in events if e["event"] == "serving_compiles"]
     assert probe["jit_probe_requests_ok"] == 3  # one batch of 1 and one of 2: every request answered
     assert "triton_compiled_while_serving_by_rank" in probe
+    # vLLM's model-info entries, baked once as the image build bakes them and seeded by every start as serve does
+    assert "e2e: model info: " in done.stdout and " entries for " in done.stdout, done.stdout[-3000:]
+    copied = {p.name.split(".")[-2]: int(n) for p in (tmp_path / "work").glob(f"{model.name}.plan.*.log")
+              for n in re.findall(r"model info: (\d+) baked entries copied into", p.read_text())}  # fmt: skip
+    # all into an empty cache root; none where the cache is the cold start's (warm) or a copy of it; all but the
+    # tiny model's own into the layer's (vLLM wrote that one while the layer was baked)
+    assert copied["warm"] == copied["copied"] == 0 and copied["cold"] == copied["baked"] > 100, copied
+    assert copied["layer"] == copied["cold"] - 1, copied
     # the layer: made by `python -m entrypoint bake-cache` with the row's options, and seeded as serve seeds it
     assert "plan: bake-cache " in done.stdout and "compile cache: seeded VLLM_CACHE_ROOT" in done.stdout, done.stdout
     layer = [json.loads(line) for line in (tmp_path / "work" / f"{model.name}.plan.layer.jsonl").open()]

@@ -40,6 +40,7 @@ def test_a_baked_layer_is_seeded_by_serve_of_the_layered_image(
             seeded = re.search(r"compile cache: seeded (VLLM_CACHE_ROOT[A-Z_, ]*) from /opt/moe-serving/compile-cache "
                                r"\(made for this plan on cpu", logs)  # fmt: skip
             assert seeded, logs[-3000:]
+            layered = _model_info_copied(logs)
             body = {"inputs": "Hi", "parameters": {"max_new_tokens": 2}}
             answer = httpx.post(container.url + "/invocations", json=body, timeout=60)
             assert answer.status_code == 200, answer.text
@@ -48,8 +49,18 @@ def test_a_baked_layer_is_seeded_by_serve_of_the_layered_image(
         with running(plain):
             plain.wait_ready()
             assert "compile cache: no baked layer at /opt/moe-serving/compile-cache" in plain.logs()
+            # vLLM's model-info entries baked at build (entrypoint/model_info_cache.py): all copied into the empty
+            # cache; with the layer, fewer (the layer's VLLM_CACHE_ROOT holds the tiny model's entry, which wins)
+            copied = _model_info_copied(plain.logs())
+            assert copied > 100 and layered < copied, (copied, layered)
         # a second bake into the same folder is refused before any container starts
         again = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
         assert again.returncode == 2 and "exists; remove it or give another OUT_DIR" in again.stderr
     finally:
         docker("rmi", "-f", CACHE_IMAGE, check=False)
+
+
+def _model_info_copied(logs: str) -> int:
+    found = re.search(r"model info: (\d+) baked entries copied into /tmp/\.cache/vllm/modelinfos", logs)
+    assert found, logs[-3000:]
+    return int(found.group(1))

@@ -8,6 +8,7 @@ writes nothing outside /tmp, and when its engine process is killed the container
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -43,6 +44,12 @@ def test_it_serves_as_an_arbitrary_uid(non_root: Container) -> None:
         timeout=60,
     )
     assert stream.status_code == 200 and len(stream.text.splitlines()) == 4
+
+
+def test_the_baked_model_info_is_readable_by_any_uid(non_root: Container) -> None:
+    # vLLM writes its entries 0600 as root at build; unreadable, they would be lost to this user without an error
+    found = re.search(r"model info: (\d+) baked entries copied into /tmp/\.cache/vllm/modelinfos", non_root.logs())
+    assert found and int(found.group(1)) > 100, non_root.logs()[-3000:]
 
 
 def test_every_write_goes_under_tmp(non_root: Container) -> None:
