@@ -367,6 +367,12 @@ def execute(args: RunArgs) -> int:
     return 0
 
 
+def _engine_env(args: RunArgs, j: PlannedJob, cache: Path, extra: dict[str, str]) -> dict[str, str]:
+    """One measured start's environment: its caches under `cache`, the run's FlashInfer modules and baked model-info
+    entries (as the image has them), and `extra`."""
+    return runner.engine_env(os.environ, j.setup, cache, {**extra, **args.model_info_env}, args.work_dir / "flashinfer")
+
+
 def _row_facts(j: PlannedJob) -> dict[str, Any]:
     """What every CSV row of this job carries besides its measurements: the split, the options, the planned
     communication settings and the shipped tile file the row's Triton reads."""
@@ -397,8 +403,7 @@ def _run_engine(
     )
     cache = engine_cache(args.work_dir, label, backend)
     runner.reset_cache(cache)
-    extra = {**(shared.env() if shared else {}), **args.model_info_env}
-    env = runner.engine_env(os.environ, j.setup, cache, extra, args.work_dir / "flashinfer")
+    env = _engine_env(args, j, cache, shared.env() if shared else {})
     timeout = max(30.0, min(job_timeout(args, label, backend), budget.left() - 10))
     print(f"e2e: {label} {backend}: starting (timeout {timeout:.0f} s, {budget.left():.0f} s of budget left)")
     if args.engine == "served":
@@ -531,8 +536,7 @@ def _start_breakdown(
         if not budget.allows(runner.estimate_start_s(j.model, j.setup, served=True) + 30):
             print(f"e2e: {j.model} {j.setup.backend}: start breakdown stops before {mode}: budget")
             break
-        fi_base = args.work_dir / "flashinfer"
-        env = runner.engine_env(os.environ, j.setup, where, {**extra, **args.model_info_env}, fi_base)
+        env = _engine_env(args, j, where, extra)
         timeout = max(30.0, min(job_timeout(args, j.model, j.setup.backend), budget.left() - 10))
         if mode == "warm-spawn" and warm_s:
             timeout = min(timeout, 2 * warm_s + 30)  # a comparison row: a slow start must not eat the layer's
@@ -599,8 +603,7 @@ def _layer_start(
         return report.start_row(j.model, j.setup.backend, "layer", failed, args.compile_mode)
     where = cache.with_name(cache.name + "-from-layer")
     runner.reset_cache(where)
-    env = runner.engine_env(os.environ, j.setup, where, {compile_cache.LAYER_ENV: str(layer), **args.model_info_env},
-                            flashinfer)  # fmt: skip
+    env = _engine_env(args, j, where, {compile_cache.LAYER_ENV: str(layer)})
     # the plan serve resolves here (GPU detected, as the bake detected it), and the one line serve logs
     plan = served.served_plan(model_dir, env, port=free_port(), options=served_options(args))
     seeded = compile_cache.seed(plan, env)
