@@ -22,6 +22,7 @@
 #   x8-qwen235-tp8 → x8-deepseek-tp8ep8 → x8-qwen235-tp8-start → x8-deepseek-tp8 → x8-qwen235-tp4 on GPUs 0-3
 #   beside x8-mixtral8x22-tp4 on GPUs 4-7 (queue Y) → x8-maverick-tp8 → x8-qwen235-block-tp8ep8;
 #   X8_STEPS="a b" runs only those (a later lease picks up what the first did not reach).
+# Each step folder also gets gpu_clocks.csv and host_cpu.csv (one line a second, sampled beside the step).
 # Every step runs with NVLink multicast off (benchmarks/device/multicast_off.sh), logged at the top of its console.
 # The queues run from a copy of the repo under $RUN_DIR/repo (later calls re-send the working tree).
 # `wait` copies into $OUT (≤ 8 files come back): A.tar.gz and B.tar.gz (every step's results + logs) and
@@ -76,6 +77,22 @@ sample_gpu_clocks() {  # sample_gpu_clocks CSV: in the background until killed
   echo "no nvidia-smi query answered" >"$1"
 }
 
+# The host's CPU beside it, one line a second (host_cpu.csv): Nemotron's decode step is flat in the batch (host-bound,
+# docs/results/e2e.md), and one engine's repetitions ran slow for a whole repetition at a time, so time taken from
+# this VM by its host (steal), other load, or a lower core clock would show here. /proc/stat's jiffies are
+# cumulative: a reader takes the differences between lines.
+sample_host_cpu() {  # sample_host_cpu CSV: in the background until killed
+  echo "epoch_s,user,nice,system,idle,iowait,irq,softirq,steal,load1,running,mean_mhz" >"$1"
+  local _cpu user nice system idle iowait irq softirq steal _rest load1 _l5 _l15 running _last mhz
+  while :; do
+    read -r _cpu user nice system idle iowait irq softirq steal _rest </proc/stat
+    read -r load1 _l5 _l15 running _last </proc/loadavg
+    mhz=$(awk '/^cpu MHz/ {s += $4; n++} END {if (n) printf "%.0f", s / n}' /proc/cpuinfo)
+    echo "$(date +%s.%N),$user,$nice,$system,$idle,$iowait,$irq,$softirq,$steal,$load1,${running%/*},${mhz:-}" >>"$1"
+    sleep 1
+  done
+}
+
 step() {  # step QUEUE NAME MIN_S MAX_S CMD... : run CMD if MIN_S are left, cut at min(MAX_S, time left)
   local queue=$1 name=$2 min_s=$3 max_s=$4
   shift 4
@@ -101,11 +118,13 @@ step() {  # step QUEUE NAME MIN_S MAX_S CMD... : run CMD if MIN_S are left, cut 
     # stops (and writes what it has) before `timeout` fires.
     sample_gpu_clocks "$dir/gpu_clocks.csv" &
     local sampler=$!
+    sample_host_cpu "$dir/host_cpu.csv" &
+    local cpu_sampler=$!
     OUT=$dir WORK_DIR="$RUN_DIR/work-$queue" STEP_LIMIT_S=$limit timeout --kill-after=15 "$limit" "$@" \
       >>"$dir/console.log" 2>&1
     rc=$?
-    kill "$sampler" 2>/dev/null
-    wait "$sampler" 2>/dev/null
+    kill "$sampler" "$cpu_sampler" 2>/dev/null
+    wait "$sampler" "$cpu_sampler" 2>/dev/null
   fi
   echo "$queue $name rc=$rc $((SECONDS - t0))s" | tee -a "$RUN_DIR/status.txt" >>"$RUN_DIR/$queue/queue.log"
 }

@@ -305,3 +305,22 @@ def test_the_clock_sampler_takes_the_first_field_list_the_driver_answers(tmp_pat
     assert done.returncode == 0, done.stderr
     lines = out.read_text().splitlines()
     assert lines[0].startswith("timestamp") and len(lines) >= 3 and "1980 MHz" in lines[1]
+
+
+def test_the_host_cpu_sampler_writes_one_numeric_line_a_second(tmp_path: Path) -> None:
+    text = SCRIPT.read_text()
+    functions = text[text.index("sample_host_cpu() {") : text.index("step() {")]
+    out = tmp_path / "host_cpu.csv"
+    script = f"{functions}\nsample_host_cpu {out} & pid=$!; sleep 2.5; kill $pid; wait $pid; exit 0"
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    header, *lines = out.read_text().splitlines()
+    columns = header.split(",")
+    assert columns[:2] == ["epoch_s", "user"] and "steal" in columns and columns[-1] == "mean_mhz"
+    assert len(lines) >= 2
+    for line in lines:
+        values = line.split(",")
+        assert len(values) == len(columns), line
+        assert all(v.replace(".", "", 1).isdigit() for v in values[:-1]), line  # mean_mhz may be empty (no cpuinfo MHz)
+    first, last = (dict(zip(columns, line.split(","), strict=True)) for line in (lines[0], lines[-1]))
+    assert float(last["epoch_s"]) > float(first["epoch_s"]) and int(last["idle"]) >= int(first["idle"])
