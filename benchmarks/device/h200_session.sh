@@ -22,7 +22,7 @@
 #   x8-qwen235-tp8 → x8-deepseek-tp8ep8 → x8-qwen235-tp8-start → x8-deepseek-tp8 → x8-qwen235-tp4 on GPUs 0-3
 #   beside x8-mixtral8x22-tp4 on GPUs 4-7 (queue Y) → x8-maverick-tp8 → x8-qwen235-block-tp8ep8;
 #   X8_STEPS="a b" runs only those (a later lease picks up what the first did not reach).
-# Each step folder also gets gpu_clocks.csv and host_cpu.csv (one line a second, sampled beside the step).
+# Each step folder also gets gpu_clocks.csv, host_cpu.csv and cpu_probe.csv (one line a second, sampled beside it).
 # Every step runs with NVLink multicast off (benchmarks/device/multicast_off.sh), logged at the top of its console.
 # The queues run from a copy of the repo under $RUN_DIR/repo (later calls re-send the working tree).
 # `wait` copies into $OUT (≤ 8 files come back): A.tar.gz and B.tar.gz (every step's results + logs) and
@@ -93,6 +93,25 @@ sample_host_cpu() {  # sample_host_cpu CSV: in the background until killed
   done
 }
 
+# A single core's speed as a program sees it, one line a second (cpu_probe.csv: the milliseconds a fixed pure-Python
+# loop took, best of 3): steal counts only what the hypervisor reports, not a busy sibling hyperthread or a lower
+# boost clock. On 2026-12-03c every CPU-bound phase of one start (import, Dynamo, graph capture) ran 1.5-1.8x
+# slower than the warm start four minutes before, with steal at 0 and one core busy; this probe tells that apart.
+# shellcheck disable=SC2016  # the Python program is single-quoted on purpose
+CPU_PROBE='import time
+while True:
+    runs = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        sum(i * i for i in range(100_000))
+        runs.append(time.perf_counter() - t0)
+    print(f"{time.time():.3f},{1000 * min(runs):.3f}", flush=True)
+    time.sleep(1)'
+sample_cpu_speed() {  # sample_cpu_speed CSV: in the background until killed
+  echo "epoch_s,probe_ms" >"$1"
+  exec "${PY:-python3}" -u -c "$CPU_PROBE" >>"$1" 2>&1
+}
+
 step() {  # step QUEUE NAME MIN_S MAX_S CMD... : run CMD if MIN_S are left, cut at min(MAX_S, time left)
   local queue=$1 name=$2 min_s=$3 max_s=$4
   shift 4
@@ -120,11 +139,13 @@ step() {  # step QUEUE NAME MIN_S MAX_S CMD... : run CMD if MIN_S are left, cut 
     local sampler=$!
     sample_host_cpu "$dir/host_cpu.csv" &
     local cpu_sampler=$!
+    sample_cpu_speed "$dir/cpu_probe.csv" &
+    local speed_sampler=$!
     OUT=$dir WORK_DIR="$RUN_DIR/work-$queue" STEP_LIMIT_S=$limit timeout --kill-after=15 "$limit" "$@" \
       >>"$dir/console.log" 2>&1
     rc=$?
-    kill "$sampler" "$cpu_sampler" 2>/dev/null
-    wait "$sampler" "$cpu_sampler" 2>/dev/null
+    kill "$sampler" "$cpu_sampler" "$speed_sampler" 2>/dev/null
+    wait "$sampler" "$cpu_sampler" "$speed_sampler" 2>/dev/null
   fi
   echo "$queue $name rc=$rc $((SECONDS - t0))s" | tee -a "$RUN_DIR/status.txt" >>"$RUN_DIR/$queue/queue.log"
 }

@@ -6,7 +6,7 @@ time) with the lines `h200_session.sh` sampled once a second beside the step (gp
 host_cpu.csv from /proc), so a slow repetition can be read against the SM clock, throttle reasons, CPU steal and load.
 
     python -m benchmarks.e2e.rep_conditions RAW.json[.gz] [RAW2 ...] --gpu-clocks gpu_clocks.csv[.gz] \\
-        [--host-cpu host_cpu.csv[.gz]] --out conditions.csv [--png conditions.png]
+        [--host-cpu host_cpu.csv[.gz]] [--cpu-probe cpu_probe.csv[.gz]] --out conditions.csv [--png conditions.png]
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ class Condition:
     cpu_steal_pct: float | None
     load1_max: float | None
     cpu_mhz_mean: float | None
+    cpu_probe_ms: float | None  # h200_session's fixed pure-Python loop (cpu_probe.csv), mean in the window
 
 
 def _open_text(path: Path) -> IO[str]:
@@ -129,6 +130,18 @@ def _nonzero_reasons(text: str) -> bool:
         return False  # not answered by this driver
 
 
+def read_cpu_probe(path: Path) -> list[tuple[float, float]]:
+    """cpu_probe.csv: (epoch_s, probe_ms), one a second; a line the probe did not finish is skipped."""
+    with _open_text(path) as f:
+        out = []
+        for row in csv.DictReader(f):
+            try:
+                out.append((float(row["epoch_s"]), float(row["probe_ms"])))
+            except (TypeError, ValueError):
+                continue
+        return out
+
+
 def _samples(raw_path: Path) -> Iterable[tuple[str, dict[str, Any]]]:
     with _open_text(raw_path) as f:
         results = json.load(f)
@@ -151,7 +164,12 @@ def _mean(values: Sequence[float]) -> float | None:
     return statistics.fmean(values) if values else None
 
 
-def conditions(raw_paths: Sequence[Path], gpu: Sequence[GpuLine], cpu: Sequence[CpuInterval]) -> list[Condition]:
+def conditions(
+    raw_paths: Sequence[Path],
+    gpu: Sequence[GpuLine],
+    cpu: Sequence[CpuInterval],
+    probe: Sequence[tuple[float, float]] = (),
+) -> list[Condition]:
     out = []
     for raw_path in raw_paths:
         run = raw_path.parent.name
@@ -175,6 +193,7 @@ def conditions(raw_paths: Sequence[Path], gpu: Sequence[GpuLine], cpu: Sequence[
                 cpu_steal_pct=_mean([c.steal_pct for c in overlapping]),
                 load1_max=max((c.load1 for c in overlapping), default=None),
                 cpu_mhz_mean=_mean(mhz),
+                cpu_probe_ms=_mean([ms for at, ms in probe if start - 0.5 <= at <= end + 0.5]),
             ))  # fmt: skip
     return out
 
@@ -187,7 +206,13 @@ def write_csv(rows: Sequence[Condition], path: Path) -> None:
             writer.writerow({k: (f"{v:.3f}" if isinstance(v, float) else v) for k, v in asdict(row).items()})
 
 
-def plot(rows: Sequence[Condition], gpu: Sequence[GpuLine], cpu: Sequence[CpuInterval], path: Path) -> bool:
+def plot(
+    rows: Sequence[Condition],
+    gpu: Sequence[GpuLine],
+    cpu: Sequence[CpuInterval],
+    path: Path,
+    probe: Sequence[tuple[float, float]] = (),
+) -> bool:
     """TPOT of every sample against time, above the SM clock and the host's CPU busy / steal share."""
     try:
         import matplotlib
@@ -213,6 +238,10 @@ def plot(rows: Sequence[Condition], gpu: Sequence[GpuLine], cpu: Sequence[CpuInt
     if not cpu:
         ax_cpu.text(0.5, 0.5, "no host_cpu.csv for this step", transform=ax_cpu.transAxes, ha="center")
     ax_cpu.set_ylabel("host CPU %")
+    if probe:
+        ax_probe = ax_cpu.twinx()
+        ax_probe.plot([at - t0 for at, _ in probe], [ms for _, ms in probe], lw=0.8, color="black", label="probe ms")
+        ax_probe.set_ylabel("CPU probe ms (higher = slower core)")
     ax_cpu.set_xlabel("s since the first measured sample")
     ax_cpu.legend(fontsize=7)
     ax_cpu.set_xlim(-10.0, max(r.start_epoch_s + r.wall_s for r in rows) - t0 + 10)  # the measured span, not the start
@@ -227,19 +256,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("raw", nargs="+", type=Path, help="h200_e2e_raw.json[.gz] of one or more runs of the step")
     p.add_argument("--gpu-clocks", type=Path, required=True, help="the step's gpu_clocks.csv[.gz]")
     p.add_argument("--host-cpu", type=Path, help="the step's host_cpu.csv[.gz] (sessions since 2026-12-03c)")
+    p.add_argument("--cpu-probe", type=Path, help="the step's cpu_probe.csv[.gz] (a core's speed over time)")
     p.add_argument("--out", type=Path, required=True, help="CSV, one line per sample")
     p.add_argument("--png", type=Path, help="TPOT over time above the SM clock and the host's CPU")
     args = p.parse_args(argv)
-    for path in [*args.raw, args.gpu_clocks, *([args.host_cpu] if args.host_cpu else [])]:
+    for path in [*args.raw, args.gpu_clocks, *(f for f in (args.host_cpu, args.cpu_probe) if f)]:
         if not path.is_file():
             print(f"rep_conditions: {path}: no such file", file=sys.stderr)
             return 2
     gpu = read_gpu_clocks(args.gpu_clocks)
     cpu = read_host_cpu(args.host_cpu) if args.host_cpu else []
-    rows = conditions(args.raw, gpu, cpu)
+    probe = read_cpu_probe(args.cpu_probe) if args.cpu_probe else []
+    rows = conditions(args.raw, gpu, cpu, probe)
     write_csv(rows, args.out)
     if args.png:
-        plot(rows, gpu, cpu, args.png)
+        plot(rows, gpu, cpu, args.png, probe)
     print(f"rep_conditions: {len(rows)} samples, {len(gpu)} GPU lines, {len(cpu)} CPU intervals -> {args.out}")
     return 0
 

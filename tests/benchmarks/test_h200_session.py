@@ -7,6 +7,7 @@ packed into ≤ 8 files, and the queues outlive the call that started them (thei
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -324,3 +325,17 @@ def test_the_host_cpu_sampler_writes_one_numeric_line_a_second(tmp_path: Path) -
         assert all(v.replace(".", "", 1).isdigit() for v in values[:-1]), line  # mean_mhz may be empty (no cpuinfo MHz)
     first, last = (dict(zip(columns, line.split(","), strict=True)) for line in (lines[0], lines[-1]))
     assert float(last["epoch_s"]) > float(first["epoch_s"]) and int(last["idle"]) >= int(first["idle"])
+
+
+def test_the_cpu_speed_probe_times_its_loop_once_a_second(tmp_path: Path) -> None:
+    text = SCRIPT.read_text()
+    functions = text[text.index("CPU_PROBE='") : text.index("step() {")]
+    out = tmp_path / "cpu_probe.csv"
+    script = f"{functions}\nsample_cpu_speed {out} & pid=$!; sleep 2.5; kill $pid; wait $pid; exit 0"
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    header, *lines = out.read_text().splitlines()
+    assert header == "epoch_s,probe_ms" and len(lines) >= 2, out.read_text()
+    stamps, millis = zip(*(map(float, line.split(",")) for line in lines), strict=True)
+    assert all(b - a >= 0.9 for a, b in itertools.pairwise(stamps))  # one a second, not a busy loop
+    assert all(0.1 < ms < 1000 for ms in millis)  # a real loop's time, not zero and not a hang

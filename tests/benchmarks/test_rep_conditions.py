@@ -46,6 +46,8 @@ def step(tmp_path: Path) -> Path:
         slow = s >= 4  # per second: 10 of 100 jiffies busy, and from 4 s on 40 stolen
         user, idle, steal = user + 10, idle + (50 if slow else 90), steal + (40 if slow else 0)
     (tmp_path / "host_cpu.csv").write_text("\n".join(cpu) + "\n")
+    probe = [f"{T0 + s + 0.2:.3f},{5.0 if s < 4 else 8.0}" for s in range(9)]
+    (tmp_path / "cpu_probe.csv").write_text("\n".join(["epoch_s,probe_ms", *probe, "1796298169.0,"]) + "\n")
     return tmp_path
 
 
@@ -53,11 +55,13 @@ def test_each_sample_gets_the_clocks_and_cpu_of_its_own_window(step: Path) -> No
     out = step / "conditions.csv"
     assert rep_conditions.main([str(step / "prefix-caching/h200_e2e_raw.json"), "--gpu-clocks",
                                 str(step / "gpu_clocks.csv"), "--host-cpu", str(step / "host_cpu.csv"),
+                                "--cpu-probe", str(step / "cpu_probe.csv"),
                                 "--out", str(out), "--png", str(step / "c.png")]) == 0  # fmt: skip
     rows = rep_conditions.conditions(
         [step / "prefix-caching/h200_e2e_raw.json"],
         rep_conditions.read_gpu_clocks(step / "gpu_clocks.csv"),
         rep_conditions.read_host_cpu(step / "host_cpu.csv"),
+        rep_conditions.read_cpu_probe(step / "cpu_probe.csv"),
     )
     fast, slow = rows
     assert (fast.run, fast.engine, fast.rep) == ("prefix-caching", "plan enable_prefix_caching=true", 0)
@@ -65,6 +69,7 @@ def test_each_sample_gets_the_clocks_and_cpu_of_its_own_window(step: Path) -> No
     assert fast.sm_mhz_mean == 1980 and fast.throttle_reasons == "" and fast.cpu_steal_pct == 0
     assert slow.sm_mhz_min == 1410 and slow.throttle_reasons == "0x0000000000000004"
     assert slow.cpu_steal_pct == pytest.approx(40) and slow.cpu_busy_pct == pytest.approx(10)
+    assert fast.cpu_probe_ms == pytest.approx(5.0) and slow.cpu_probe_ms == pytest.approx(8.0)
     assert out.read_text().count("\n") == 3 and (step / "c.png").stat().st_size > 10_000
 
 
