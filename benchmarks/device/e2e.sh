@@ -99,7 +99,8 @@ case "$PHASE" in
              # user's (the harness otherwise sizes to the run: 1 sequence of 784 tokens here)
              ARGS=(--models qwen3-30b-a3b-fp8-static --backends plan --conc 1 --reps 1 --long-input-len 0
                    --max-num-seqs 64 --max-model-len model --start-modes "${START_MODES:-warm,copied,baked}"
-                   --warm-restart plan --start-breakdown plan --baked-cache "$BAKED" --layer-start) ;;
+                   --warm-restart plan --start-breakdown plan --baked-cache "$BAKED" --layer-start
+                   --start-pairs "${START_PAIRS:-1}") ;;
   qwen-plugin) # issue 15: the plan (our kernel at the dispatch table's M) against the plan without it, LMI-equivalent
              # and vLLM's own choice, at the concurrencies the issue names
              ARGS=(--models qwen3-30b-a3b-fp8-static --backends plan,plan_vllm_kernel,triton,auto --conc 1,2,4,8,64
@@ -116,8 +117,10 @@ case "$PHASE" in
              # prefix caching off (option.enable_prefix_caching=false: vLLM then leaves the experimental Mamba cache
              # mode 'all') and with it on (the image default), 5 reps each, one run per variant in its own folder,
              # both with vLLM's CUDA-graph metrics logged (which graph mode each step ran: FULL, PIECEWISE or none)
-             # and the whole engine log kept (engine_full.log.gz); h200_session.sh samples the GPU's clocks beside it
-             ARGS=(--models nemotron-3-nano-30b-a3b-fp8 --backends plan --conc 1,8,64 --long-conc 1 --reps 5) ;;
+             # and the whole engine log kept (engine_full.log.gz); h200_session.sh samples the GPU's clocks, the host's
+             # CPU and a core's speed beside it. No 4096-token row: on 2026-12-03c the first variant's cold start (213
+             # s) left it one repetition of its half of the budget
+             ARGS=(--models nemotron-3-nano-30b-a3b-fp8 --backends plan --conc 1,8,64 --long-input-len 0 --reps 5) ;;
   mixtral)   # LMI-equivalent (triton on vLLM's tiles) second: plan ÷ auto was measured in one lease on 2026-12-02, the
              # LMI-equivalent engine was cut there, so a short step still returns plan ÷ LMI-equivalent from one lease;
              # the table has no Mixtral row, so plan_vllm_kernel would be the plan's engine again

@@ -172,16 +172,17 @@ test_gpu_step() { step "$1" test-gpu 450 600 "${TEST_GPU[@]}"; }
 
 # Issue 14's start of what ships: empty / warm caches and the compile-cache layer (its bake: a cold start + its
 # requests, then the start from it), each start holding /health for the server's warm-up. 2026-12-03: layer 0.86x
-# warm with spawn, warm with fork 0.71x, so the image forks; the layer row with fork is what is owed (~55 s?; the
-# 2026-12-03b lease reached only the empty row: 157.2 s); the warm-spawn row (`START_MODES=warm,warm-spawn`) is
-# measured and left out
+# warm with spawn, warm with fork 0.71x, so the image forks; 2026-12-03c (fork, model info baked): empty 129 s, warm
+# 48 and 57 s, layer 72 s, every CPU-bound phase of the layer start slower; so one more (warm, layer) pair
+# (START_PAIRS=1) and the CPU probe beside it; the warm-spawn row (`START_MODES=warm,warm-spawn`) is left out
 qwen_start_step() {
   step "$1" qwen-start 300 960 env BUDGET_S=940 START_MODES=warm bash benchmarks/device/e2e.sh qwen-start
 }
 
-# why one Nemotron engine's repetitions spread 3-39 %: prefix caching off and on, 5 reps (~2 × 260 s)
+# why one Nemotron engine's repetitions spread 3-39 %: prefix caching off and on, 5 reps (~2 × 300 s; 2026-12-03c:
+# 511 s, the first variant cut after one repetition; clocks, throttling, steal and piecewise graphs ruled out)
 nemotron_diag_step() {
-  step "$1" e2e-nemotron-diag 300 600 env BUDGET_S=580 bash benchmarks/device/e2e.sh nemotron-diag
+  step "$1" e2e-nemotron-diag 360 660 env BUDGET_S=640 bash benchmarks/device/e2e.sh nemotron-diag
 }
 
 queue_a() { qwen_start_step "$1"; test_gpu_step "$1"; }

@@ -62,6 +62,8 @@ def test_defaults_give_the_short_grid_and_the_long_context_row() -> None:
         (["--max-model-len", "4000"], "--max-model-len: '4000'; accepted: workload, model or a number above"),
         (["--start-modes", "warm,hot"], "--start-modes: 'warm,hot'; accepted: a subset of warm,warm-spawn,copied"),
         (["--max-model-len", "modle"], "--max-model-len: 'modle'; accepted: workload, model or a number"),
+        (["--start-pairs", "2"], "--start-pairs: 2; accepted: 0, or N > 0 together with --layer-start"),
+        (["--start-pairs", "-1", "--layer-start"], "--start-pairs: -1; accepted: 0, or N > 0 together with"),
         (["--engine", "offline", "--max-model-len", "model"], "--max-model-len model: needs --engine served"),
     ],
     ids=lambda v: v if isinstance(v, str) else " ".join(v),

@@ -242,13 +242,15 @@ def test_the_start_breakdown_probes_the_baked_start_with_real_requests(tmp_path:
     baked.mkdir()
     argv = [sys.executable, "-m", "benchmarks.e2e", "run", "--models", str(model), "--backends", "plan",
             "--conc", "1,2", "--input-len", "16", "--output-len", "4", "--long-input-len", "0", "--reps", "1",
-            "--start-breakdown", "plan", "--baked-cache", str(baked), "--layer-start", "--out-dir", str(out),
+            "--start-breakdown", "plan", "--baked-cache", str(baked), "--layer-start", "--start-pairs", "1",
+            "--out-dir", str(out),
             "--work-dir", str(tmp_path / "work"), "--budget-s", "600"]  # fmt: skip
     done = subprocess.run(argv, cwd=REPO, env={**os.environ, **CPU_ENV_DEFAULTS}, capture_output=True, text=True,
                           timeout=700)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     starts = {r["mode"]: r for r in csv.DictReader((out / "start_breakdown.csv").open())}
-    assert list(starts) == ["empty", "warm", "copied", "baked", "layer"]
+    # then one more pair, alternating: a warm start on the same caches, a start from a fresh seed of the same layer
+    assert list(starts) == ["empty", "warm", "copied", "baked", "layer", "warm 2", "layer 2"]
     assert all(r["status"] == "ok" and r["split"] == "tp1" for r in starts.values())
     assert {r["options"] for r in starts.values()} == {"max_num_seqs=2 max_model_len=36"}  # how it was sized
     # the launch to vLLM's first log line, from the served worker's launch time (no engine core: in-process here)
@@ -266,9 +268,12 @@ def test_the_start_breakdown_probes_the_baked_start_with_real_requests(tmp_path:
     # all into an empty cache root; none where the cache is the cold start's (warm) or a copy of it; all but the
     # tiny model's own into the layer's (vLLM wrote that one while the layer was baked)
     assert copied["warm"] == copied["copied"] == 0 and copied["cold"] == copied["baked"] > 100, copied
-    assert copied["layer"] == copied["cold"] - 1, copied
+    assert copied["layer"] == copied["layer-2"] == copied["cold"] - 1 and copied["warm-2"] == 0, copied
     # the layer: made by `python -m entrypoint bake-cache` with the row's options, and seeded as serve seeds it
     assert "plan: bake-cache " in done.stdout and "compile cache: seeded VLLM_CACHE_ROOT" in done.stdout, done.stdout
     layer = [json.loads(line) for line in (tmp_path / "work" / f"{model.name}.plan.layer.jsonl").open()]
     (probe,) = [e for e in layer if e["event"] == "serving_compiles"]
     assert probe["jit_probe_requests_ok"] == 3 + 8  # the workload shapes, then one seeded batch of 8 (CPU engine)
+    # the pair's layer start times the start only: its seed is fresh (the same entries copied), nothing is probed
+    again = [json.loads(line) for line in (tmp_path / "work" / f"{model.name}.plan.layer-2.jsonl").open()]
+    assert not [e for e in again if e["event"] == "serving_compiles"] and starts["layer 2"]["status"] == "ok"
