@@ -308,14 +308,19 @@ def test_the_clock_sampler_takes_the_first_field_list_the_driver_answers(tmp_pat
     assert lines[0].startswith("timestamp") and len(lines) >= 3 and "1980 MHz" in lines[1]
 
 
-def test_the_host_cpu_sampler_writes_one_numeric_line_a_second(tmp_path: Path) -> None:
+def _sampled(tmp_path: Path, first_line: str, function: str) -> list[str]:
+    """The lines one of the session's samplers wrote in 2.5 s, its definition cut from the script at first_line."""
     text = SCRIPT.read_text()
-    functions = text[text.index("sample_host_cpu() {") : text.index("step() {")]
-    out = tmp_path / "host_cpu.csv"
-    script = f"{functions}\nsample_host_cpu {out} & pid=$!; sleep 2.5; kill $pid; wait $pid; exit 0"
+    functions = text[text.index(first_line) : text.index("step() {")]
+    out = tmp_path / f"{function}.csv"
+    script = f"{functions}\n{function} {out} & pid=$!; sleep 2.5; kill $pid; wait $pid; exit 0"
     done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
-    header, *lines = out.read_text().splitlines()
+    return out.read_text().splitlines()
+
+
+def test_the_host_cpu_sampler_writes_one_numeric_line_a_second(tmp_path: Path) -> None:
+    header, *lines = _sampled(tmp_path, "sample_host_cpu() {", "sample_host_cpu")
     columns = header.split(",")
     assert columns[:2] == ["epoch_s", "user"] and "steal" in columns and columns[-1] == "mean_mhz"
     assert len(lines) >= 2
@@ -328,14 +333,8 @@ def test_the_host_cpu_sampler_writes_one_numeric_line_a_second(tmp_path: Path) -
 
 
 def test_the_cpu_speed_probe_times_its_loop_once_a_second(tmp_path: Path) -> None:
-    text = SCRIPT.read_text()
-    functions = text[text.index("CPU_PROBE='") : text.index("step() {")]
-    out = tmp_path / "cpu_probe.csv"
-    script = f"{functions}\nsample_cpu_speed {out} & pid=$!; sleep 2.5; kill $pid; wait $pid; exit 0"
-    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30)
-    assert done.returncode == 0, done.stderr
-    header, *lines = out.read_text().splitlines()
-    assert header == "epoch_s,probe_ms" and len(lines) >= 2, out.read_text()
+    header, *lines = _sampled(tmp_path, "CPU_PROBE='", "sample_cpu_speed")
+    assert header == "epoch_s,probe_ms" and len(lines) >= 2, lines
     stamps, millis = zip(*(map(float, line.split(",")) for line in lines), strict=True)
     assert all(b - a >= 0.9 for a, b in itertools.pairwise(stamps))  # one a second, not a busy loop
     assert all(0.1 < ms < 1000 for ms in millis)  # a real loop's time, not zero and not a hang
