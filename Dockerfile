@@ -69,6 +69,11 @@ ARG VLLM_VERSION=0.26.0
 ARG TORCH_VERSION=2.11.0
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu130
 ARG FLASHINFER_VERSION=0.6.14
+# vLLM 0.26.0 asks for transformers>=5.5.3 with no ceiling, and its Pixtral / Llava / Mistral3 modules import
+# PixtralRotaryEmbedding, which transformers removed in 5.17.0: with what pip picks today (5.24.0) those models fail
+# to load. Checked without a GPU by the image's own model-info bake: 344 of 362 architectures import with 5.24.0,
+# 355 with 5.16.1 (docs/image.md). Raise it together with VLLM_VERSION.
+ARG TRANSFORMERS_VERSION=5.16.1
 # The cpu engine's torch (2.13.0+cpu, docker/cpu_versions.sh) is not on the package registry: PyTorch's CPU
 # index has it. docker/build_image.sh empties this when it staged the wheel in docker/wheels/ instead.
 ARG TORCH_CPU_INDEX_URL=https://download.pytorch.org/whl/cpu
@@ -80,7 +85,8 @@ RUN --mount=type=cache,target=/root/.cache/pip \
     --mount=type=secret,id=ca \
     --mount=type=bind,source=docker/wheels,target=/wheels \
     VLLM_VERSION=${VLLM_VERSION} TORCH_VERSION=${TORCH_VERSION} TORCH_INDEX_URL=${TORCH_INDEX_URL} \
-    FLASHINFER_VERSION=${FLASHINFER_VERSION} TORCH_CPU_INDEX_URL=${TORCH_CPU_INDEX_URL} \
+    FLASHINFER_VERSION=${FLASHINFER_VERSION} TRANSFORMERS_VERSION=${TRANSFORMERS_VERSION} \
+    TORCH_CPU_INDEX_URL=${TORCH_CPU_INDEX_URL} \
     bash /opt/moe-serving/docker/install_deps.sh "${FLAVOUR}" /opt/moe-serving/src/pyproject.toml
 
 ######################################## project ########################################

@@ -6,9 +6,10 @@
 set -euo pipefail
 
 PY=${1:?usage: install_engine_cuda.sh PYTHON}
-: "${VLLM_VERSION:?}" "${TORCH_VERSION:?}" "${TORCH_INDEX_URL:?}" "${FLASHINFER_VERSION:?}"
+: "${VLLM_VERSION:?}" "${TORCH_VERSION:?}" "${TORCH_INDEX_URL:?}" "${FLASHINFER_VERSION:?}" "${TRANSFORMERS_VERSION:?}"
 
 # torch first, from the index that carries the cu130 build; the torch pin in the next step keeps
 # pip from replacing it with another CUDA flavour while resolving vLLM.
 "$PY" -m pip install "torch==${TORCH_VERSION}" --index-url "$TORCH_INDEX_URL"
-"$PY" -m pip install "torch==${TORCH_VERSION}" "vllm==${VLLM_VERSION}" "flashinfer-python==${FLASHINFER_VERSION}"
+"$PY" -m pip install "torch==${TORCH_VERSION}" "vllm==${VLLM_VERSION}" "flashinfer-python==${FLASHINFER_VERSION}" \
+  "transformers==${TRANSFORMERS_VERSION}"

@@ -91,6 +91,8 @@ def test_vllm_pin_matches_what_sagemaker_deploy_plans_for():
     assert pins["VLLM_VERSION"] == IMAGE_VLLM_VERSION == "0.26.0"
     assert pins["TORCH_VERSION"] == "2.11.0" and pins["FLASHINFER_VERSION"] == "0.6.14"
     assert pins["TORCH_INDEX_URL"].endswith("/cu130")
+    # below 5.17, which dropped a class vLLM 0.26's Pixtral / Llava / Mistral3 modules import (docs/image.md)
+    assert pins["TRANSFORMERS_VERSION"] == "5.16.1"
 
 
 def test_final_stage_keeps_the_sagemaker_contract():

@@ -35,6 +35,7 @@ def cuda_requirements() -> list[str]:
         f"vllm=={args['VLLM_VERSION']}",
         f"torch=={args['TORCH_VERSION']}",
         f"flashinfer-python=={args['FLASHINFER_VERSION']}",
+        f"transformers=={args['TRANSFORMERS_VERSION']}",
         "setuptools>=69,<81",
         "wheel>=0.43",
         *project,
@@ -62,6 +63,7 @@ def test_the_cuda_image_pins_resolve_for_python_3_12(tmp_path: Path) -> None:
     assert resolved["vllm"] == args["VLLM_VERSION"]
     assert resolved["torch"] == args["TORCH_VERSION"]
     assert resolved["flashinfer-python"] == args["FLASHINFER_VERSION"]
+    assert resolved["transformers"] == args["TRANSFORMERS_VERSION"]
     assert resolved["triton"].startswith("3.6"), resolved["triton"]
     print(f"cuda pins: {len(resolved)} packages resolve for cp312 (triton {resolved['triton']})")
 
