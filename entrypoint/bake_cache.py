@@ -17,7 +17,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from entrypoint import bake_traffic, compile_cache
+from entrypoint import bake_traffic, compile_cache, model_info_cache
 from entrypoint.argv import flag_value
 from entrypoint.errors import ConfigError
 from entrypoint.ports import free_port
@@ -113,6 +113,9 @@ def bake(plan: Plan, out: Path, timeout_s: float) -> dict:
     env = {**vllm_environment(plan, os.environ), **compile_cache.cache_env(out), WARMUP_ENV: "off"}
     for line in plan_log_lines(plan):
         log.info("%s", line)
+    # as serve does before its exec: the bake's vLLM skips its model-inspection subprocess (20 s on the H200,
+    # 2026-12-03c), and the layer then carries every baked entry, so a start from it copies none
+    log.info("%s", model_info_cache.seed(env))
     log.info("bake-cache: starting the plan's server on %s:%d, caches under %s", LOCAL_HOST, port, out)
     t0 = time.perf_counter()
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
