@@ -135,17 +135,18 @@ step() {  # step QUEUE NAME MIN_S MAX_S CMD... : run CMD if MIN_S are left, cut 
   else
     # STEP_LIMIT_S: a step may get less than its maximum; the e2e harness then shortens its own budget so it
     # stops (and writes what it has) before `timeout` fires.
+    local samplers=()
     sample_gpu_clocks "$dir/gpu_clocks.csv" &
-    local sampler=$!
+    samplers+=($!)
     sample_host_cpu "$dir/host_cpu.csv" &
-    local cpu_sampler=$!
+    samplers+=($!)
     sample_cpu_speed "$dir/cpu_probe.csv" &
-    local speed_sampler=$!
+    samplers+=($!)
     OUT=$dir WORK_DIR="$RUN_DIR/work-$queue" STEP_LIMIT_S=$limit timeout --kill-after=15 "$limit" "$@" \
       >>"$dir/console.log" 2>&1
     rc=$?
-    kill "$sampler" "$cpu_sampler" "$speed_sampler" 2>/dev/null
-    wait "$sampler" "$cpu_sampler" "$speed_sampler" 2>/dev/null
+    kill "${samplers[@]}" 2>/dev/null
+    wait "${samplers[@]}" 2>/dev/null
   fi
   echo "$queue $name rc=$rc $((SECONDS - t0))s" | tee -a "$RUN_DIR/status.txt" >>"$RUN_DIR/$queue/queue.log"
 }

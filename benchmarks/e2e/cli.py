@@ -593,10 +593,8 @@ def _layer_start(
     layer = cache.with_name(cache.name + "-layer")
     shutil.rmtree(layer, ignore_errors=True)
     options = {"MOE_SERVING_DEFAULT_PROPERTIES": str(served.IMAGE_DEFAULT_PROPERTIES), **served_options(args)}
-    flashinfer = args.work_dir / "flashinfer"
-    # the image's environment (its baked model-info entries included), the bake's caches then moved to `layer`
-    unused = layer.with_name(layer.name + "-unused")
-    env = {**runner.engine_env(os.environ, j.setup, unused, dict(args.model_info_env), flashinfer), **options}
+    # the image's environment (its baked model-info entries included); bake-cache points the caches at `layer` itself
+    env = {**_engine_env(args, j, layer.with_name(layer.name + "-unused"), {}), **options}
     timeout = max(60.0, min(job_timeout(args, j.model, j.setup.backend) + 300, budget.left() / 2))
     log = args.work_dir / f"{j.model}.plan.bake-cache.log"
     argv = [sys.executable, "-m", "entrypoint", "bake-cache", "--model", str(model_dir), "--out", str(layer),
