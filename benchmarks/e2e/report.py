@@ -345,7 +345,7 @@ START_COLUMNS = (
     "graph_compile_s", "compiled_graph_load_s", "torch_compile_total_s", "cuda_graphs_s", "init_engine_s",
     "warmup_s", "flashinfer_autotune", "triton_compiled_at_start", "triton_compiled_kernels",
     "moe_jit_at_start_by_rank", "moe_jit_while_serving_by_rank", "moe_backend_logged", "compile",
-    "vllm", "torch", "triton", "flashinfer", "gpu", "error",
+    "vllm", "torch", "triton", "flashinfer", "gpu", "error", "launched_at_epoch_s",
 )  # fmt: skip
 
 
@@ -353,6 +353,8 @@ def start_row(model: str, backend: str, mode: str, result: JobResult, compile_mo
     """One start of the served engine, broken down (mode: empty / warm / copied / baked caches)."""
     first = next((e for e in result.events if e.get("event") == "first_request"), {})
     compiled = first.get("triton_compiled_at_start") or {}
+    # the launch's wall clock joins the start with what h200_session sampled beside it (start_conditions)
+    launched = next((e.get("launched_at") for e in result.events if e.get("event") == "engine_started"), None)
     return {
         "model": model, "backend": backend, "mode": mode, "status": result.status, "start_s": result.start_s,
         "first_request_s": first.get("seconds"), **result.log.durations,
@@ -363,7 +365,7 @@ def start_row(model: str, backend: str, mode: str, result: JobResult, compile_mo
         "moe_jit_while_serving_by_rank": _jit_columns(result)["moe_jit_while_serving_by_rank"],
         "moe_backend_logged": result.log.moe_backend or "", "compile": compile_mode,
         **{k: result.versions.get(k, "") for k in ("vllm", "torch", "triton", "flashinfer", "gpu")},
-        "error": result.error,
+        "error": result.error, "launched_at_epoch_s": launched,
     }  # fmt: skip
 
 

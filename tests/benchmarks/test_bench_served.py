@@ -141,6 +141,7 @@ def test_process_gaps_split_what_vllm_does_not_time_by_its_log_stamps() -> None:
     result = runner.collect("ok", [{"event": "engine_started", "start_s": 64.2, "launched_at": launched}], log, 70.0)
     row = report.start_row("m", "plan", "warm", result, "default")
     assert (row["before_first_log_s"], row["to_engine_core_s"]) == (26.0, 3.0)
+    assert row["launched_at_epoch_s"] == launched  # what joins the start with the CPU probe sampled beside it
 
 
 # ------------------------------------------------------------------------------------ the load generator
