@@ -228,9 +228,10 @@ def plot(
     for key in sorted({(r.run, r.engine, r.conc, r.input_len) for r in rows}):
         pts = [r for r in rows if (r.run, r.engine, r.conc, r.input_len) == key]
         ax_tpot.plot([r.start_epoch_s - t0 for r in pts], [r.tpot_ms for r in pts], "o-", ms=3,
-                     label=f"{key[0]} {key[1]} c{key[2]} in{key[3]}")  # fmt: skip
+                     label=f"{key[0]} {key[1].split()[0]} c{key[2]} in{key[3]}")  # fmt: skip
     ax_tpot.set_ylabel("TPOT ms")
-    ax_tpot.legend(fontsize=6, ncol=3)
+    # the run names the variant (its options, in the CSV, made the legend wider than the plot)
+    ax_tpot.legend(fontsize=6, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax_gpu.plot([g.epoch_s - t0 for g in gpu], [g.sm_mhz for g in gpu], lw=0.8)
     ax_gpu.set_ylabel("SM MHz")
     ax_cpu.plot([c.end_epoch_s - t0 for c in cpu], [c.busy_pct for c in cpu], lw=0.8, label="busy %")
@@ -246,7 +247,7 @@ def plot(
     ax_cpu.legend(fontsize=7)
     ax_cpu.set_xlim(-10.0, max(r.start_epoch_s + r.wall_s for r in rows) - t0 + 10)  # the measured span, not the start
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")  # the legend sits right of the plot
     plt.close(fig)
     return True
 
