@@ -69,7 +69,8 @@ RULES: tuple[Rule, ...] = (
             "16 / 32 / 64 (spread <= 5%; 2-8 inside 5-20% spreads, medians 1.013-1.027), 1.047 on 4096-token prompts; "
             "repeated with LMI-equivalent in one lease (h200_e2e_2026-12-03b.csv): 1.046 / 1.064 / 1.010 / 0.994 of "
             "auto, 1.077 / 1.069 / 1.031 / 0.998 of LMI-equivalent (vLLM's own H200 tile file) at 1 / 16 / 32 / 64; "
-            "Nemotron-3-Nano served (same lease): not readable, one engine's repetitions spread 3-39%; "
+            "Nemotron-3-Nano served (h200_e2e_2026-12-02.csv): not readable, one engine's repetitions spread "
+            "3-39%, with prefix caching off too (2026-12-03d); the plan never below auto beyond the spread; "
             "the earlier rows without torch.compile (2026-11-30, h200_e2e_compile-none_2026-11-30.csv): 1.135 "
             "Qwen3, 1.092 Nemotron-3-Nano, 1.056 Mixtral-8x7B at 1; 0.970 / 0.995 / 0.990 at 64, inside the spread"
         ),
