@@ -198,9 +198,11 @@ def conditions(
     return out
 
 
-def write_csv(rows: Sequence[Condition], path: Path) -> None:
+def write_csv(rows: Sequence[Any], path: Path, row_type: type = Condition) -> None:
+    """One line per row (a dataclass of `row_type`: this module's Condition, or start_conditions' StartCondition);
+    floats to three decimals."""
     with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=[fl.name for fl in fields(Condition)])
+        writer = csv.DictWriter(f, fieldnames=[fl.name for fl in fields(row_type)])
         writer.writeheader()
         for row in rows:
             writer.writerow({k: (f"{v:.3f}" if isinstance(v, float) else v) for k, v in asdict(row).items()})

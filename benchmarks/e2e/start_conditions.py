@@ -14,14 +14,13 @@ A start whose probe ran slower than the step's usual ran on a slower core, whate
 from __future__ import annotations
 
 import argparse
-import csv
 import statistics
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.e2e.rep_conditions import CpuInterval, read_cpu_probe, read_host_cpu
+from benchmarks.e2e.rep_conditions import CpuInterval, read_cpu_probe, read_host_cpu, write_csv
 from benchmarks.e2e.report import read_start_rows
 
 GOAL = 1.2  # issue 14: a start from the layer within 1.2x a warm start
@@ -123,14 +122,6 @@ def start_conditions(
     return out
 
 
-def write_csv(rows: Sequence[StartCondition], path: Path) -> None:
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=[fl.name for fl in fields(StartCondition)])
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: (f"{v:.3f}" if isinstance(v, float) else v) for k, v in asdict(row).items()})
-
-
 def plot(rows: Sequence[StartCondition], reading: GoalReading, path: Path) -> bool:
     """Each start's time (bars, by mode) above the CPU probe during it relative to the step's median."""
     try:
@@ -183,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cpu = read_host_cpu(args.host_cpu) if args.host_cpu else []
     joined = start_conditions(rows, probe, cpu, args.cores)
     reading = goal_reading(rows)
-    write_csv(joined, args.out)
+    write_csv(joined, args.out, StartCondition)
     if args.png:
         plot(joined, reading, args.png)
     for r in joined:
