@@ -21,7 +21,9 @@ rm -rf .offline && mkdir -p .offline/p00 .offline/p01 .offline/p02 .whl
 # in p02; scripts/join_offline_pieces.sh puts them back together on the host before host_install.sh checks them.
 split -b "${HEAD_BYTES:-50000000}" -d -a 1 "$PIECES/bundle.part.00" .offline/p00/bundle.part.00.s
 split -b "${HEAD_BYTES:-50000000}" -d -a 1 "$PIECES/bundle.part.01" .offline/p01/bundle.part.01.s
-mv .offline/p00/bundle.part.00.s[1-9] .offline/p01/bundle.part.01.s[1-9] .offline/p02/
+for tail in .offline/p00/bundle.part.00.s[1-9] .offline/p01/bundle.part.01.s[1-9]; do
+  [ -e "$tail" ] && mv "$tail" .offline/p02/  # a part no larger than the head has no tail
+done
 cp "$PIECES"/bundle.part.0[2-9] "$PIECES/SHA256SUMS" "$PIECES/host_install.sh" .offline/p02/
 [ -f "$PIECES/fused_moe_90.so.xz" ] && cp "$PIECES/fused_moe_90.so.xz" .offline/p02/
 # The resolver reads serving.properties with javaproperties, which the vLLM bundle lacks.
@@ -29,7 +31,7 @@ cp "$PIECES"/bundle.part.0[2-9] "$PIECES/SHA256SUMS" "$PIECES/host_install.sh" .
   --platform manylinux_2_28_x86_64 -d .whl javaproperties==0.8.2 2>&1 | { grep -v "is ignored" || true; }
 ls .whl/javaproperties-0.8.2-*.whl >/dev/null
 du -sh .offline/p0* .whl
-tree=$(git ls-files -z | xargs -0 du -cb | tail -n 1 | cut -f1)
+tree=$(git ls-files -z | du -cb --files0-from=- | tail -n 1 | cut -f1)  # one du: one total
 for folder in .offline/p00 .offline/p01 .offline/p02; do  # what one call sends: the tree and one folder
   size=$((tree + $(du -cb "$folder" | tail -n 1 | cut -f1)))
   if ((size > 64 * 1024 * 1024)); then
