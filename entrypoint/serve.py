@@ -22,6 +22,9 @@ from typing import NoReturn
 
 from entrypoint import model_info_cache
 from entrypoint.compile_cache import seed
+from entrypoint.errors import ConfigError
+from entrypoint.resolve.gpu import detect_gpus
+from entrypoint.resolve.gpu_types import GpuInventory
 from entrypoint.resolve.plan import Plan
 from entrypoint.resolve.render import Layout, render_plan
 
@@ -94,10 +97,27 @@ def run_vllm_cli(args: list[str]) -> int:
     return exit_code()
 
 
+# Set by the image (Dockerfile, base stage): which engine it carries.
+FLAVOUR_ENV = "MOE_SERVING_FLAVOUR"
+
+
+def require_a_gpu_in_the_cuda_image(environ: Mapping[str, str], gpus: GpuInventory) -> None:
+    """The CUDA image started without `--gpus` sees no GPU: refuse in one line, before any model is read or vLLM
+    is imported (vLLM would otherwise fail minutes later with a traceback about a missing driver)."""
+    if environ.get(FLAVOUR_ENV) == "cuda" and gpus.is_cpu:
+        raise ConfigError(
+            "GPUs",
+            "none",
+            f"the CUDA image sees no NVIDIA GPU ({gpus.source.removeprefix('none:')}): start the container with "
+            "`docker run --gpus all` (NVIDIA container toolkit), or use the cpu image",
+        )
+
+
 def serve_main(ns: argparse.Namespace) -> NoReturn:
     """Resolve, fetch, log the plan, and exec vLLM. ConfigError propagates (the CLI exits 2)."""
     from entrypoint.planning import build_plan
 
+    require_a_gpu_in_the_cuda_image(os.environ, detect_gpus())
     plan = build_plan(model=ns.model, properties=ns.properties, host=ns.host, port=ns.port)
     plan = fetch_if_remote(plan, os.environ)
     for line in plan_log_lines(plan):

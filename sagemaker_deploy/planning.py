@@ -16,7 +16,7 @@ from sagemaker_deploy.instances import accelerators_for
 
 # The vLLM the image pins (Dockerfile ARG VLLM_VERSION; tests/docker/test_dockerfile.py keeps them equal):
 # the plan is for the container, not for whatever vLLM this machine has installed.
-IMAGE_VLLM_VERSION = "0.26.0"
+IMAGE_VLLM_VERSION = "0.32.0"
 
 
 def image_default_properties() -> Path | None:

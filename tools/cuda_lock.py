@@ -9,8 +9,8 @@ is written again and reviewed:
 
     python -m tools.cuda_lock            # resolve the pins for the image's Python and write the lock (`make cuda-lock`)
 
-pip resolves for CPython 3.12 on manylinux x86_64 (the image's) from package metadata, without downloading the 5 GB
-of CUDA wheels. tests/image/test_cuda_pins.py resolves again under the lock and fails when the two differ: a
+pip resolves for CPython 3.11 (Debian 12's) on manylinux x86_64 (the image's) from package metadata, without
+downloading the 5 GB of CUDA wheels. tests/image/test_cuda_pins.py resolves again under the lock and fails when the two differ: a
 Dockerfile pin or a [project] dependency changed without the lock being written again.
 """
 
@@ -36,6 +36,7 @@ PLATFORMS = [f"manylinux_2_{n}_x86_64" for n in range(5, 41)] + [
 # What install_deps.sh installs besides the engine and the project's dependencies (install_project.sh builds the
 # project without build isolation).
 BUILD_TOOLS = ("setuptools>=69,<81", "wheel>=0.43")
+IMAGE_PYTHON = "3.11"  # Debian 12's python3, the base of both flavours (docker/install_system.sh)
 _ARG = re.compile(r"^ARG\s+([A-Z_]+)=(\S+)\s*$")
 
 
@@ -52,6 +53,7 @@ def cuda_requirements() -> list[str]:
         f"torch=={args['TORCH_VERSION']}",
         f"flashinfer-python=={args['FLASHINFER_VERSION']}",
         f"transformers=={args['TRANSFORMERS_VERSION']}",
+        f"cuda-toolkit[nvcc,cccl]=={args['CUDA_TOOLKIT_VERSION']}",
         *BUILD_TOOLS,
         *project,
     ]
@@ -64,8 +66,10 @@ def resolve(
     report = work / "report.json"
     platforms = [arg for p in PLATFORMS for arg in ("--platform", p)]
     limit = ["--constraint", str(constraints)] if constraints else []
-    argv = [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--report", str(report),
-            "--ignore-installed", "--only-binary=:all:", "--python-version", "3.12", "--implementation", "cp",
+    # --isolated: a development machine's pip configuration adds a folder holding torch 2.13.0+cpu, whose local label
+    # sorts above the registry's CUDA build; the image's pip has no such configuration.
+    argv = [sys.executable, "-m", "pip", "--isolated", "install", "--dry-run", "--quiet", "--report", str(report),
+            "--ignore-installed", "--only-binary=:all:", "--python-version", IMAGE_PYTHON, "--implementation", "cp",
             "--target", str(work / "t"), *platforms, *limit, *requirements]  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True, timeout=900)
     resolved = {}

