@@ -10,8 +10,8 @@ is written again and reviewed:
     python -m tools.cuda_lock            # resolve the pins for the image's Python and write the lock (`make cuda-lock`)
 
 pip resolves for CPython 3.11 (Debian 12's) on manylinux x86_64 (the image's) from package metadata, without
-downloading the 5 GB of CUDA wheels. tests/image/test_cuda_pins.py resolves again under the lock and fails when the two differ: a
-Dockerfile pin or a [project] dependency changed without the lock being written again.
+downloading the 5 GB of CUDA wheels. tests/image/test_cuda_pins.py resolves again under the lock and fails when the
+two differ: a Dockerfile pin or a [project] dependency changed without the lock being written again.
 """
 
 from __future__ import annotations
