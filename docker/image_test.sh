@@ -16,7 +16,7 @@ ROOT=$(cd "$HERE/.." && pwd)
 PY=${PYTHON:-$ROOT/.venv/bin/python}
 
 case "$FLAVOUR" in
-cpu) tests=(tests/image --ignore=tests/image/cuda) ;;
+cpu) tests=(tests/image --ignore=tests/image/cuda --ignore=tests/image/test_cuda_pins.py) ;;
 cuda) tests=(tests/image/cuda tests/image/test_cuda_pins.py) ;;
 *)
     echo "image_test.sh: FLAVOUR=$FLAVOUR is not known; accepted: cuda, cpu" >&2
