@@ -7,18 +7,21 @@ deduplicated by Triton specialization → ``JITFunction.warmup`` under a fake dr
 sm_90 target → Triton's own ``compile()`` writes ``TRITON_CACHE_DIR/<hash>/fused_moe_kernel.*``.
 
 Why the cache keys equal the run-time ones: the key is
-``sha256(triton_key() - ASTSource.hash() - backend.hash() - options.hash() - env)`` (triton 3.6
-``compiler/compiler.py`` + ``runtime/cache.py``). We do not rebuild it: we drive the JIT itself
-(``warmup`` = ``run(..., warmup=True)``), so the signature, constexprs and alignment/``==1``/``%16``
-attributes come out of Triton's own binder. What must match the GPU host is only:
+``sha256(triton_key() - ASTSource.hash() - backend.hash() - options.hash() - env)`` (triton 3.7.1
+``compiler/compiler.py`` + ``runtime/cache.py``; 3.7 appends a stage-inspection key only when
+``knobs.runtime.add_stages_inspection_hook`` is set, which neither vLLM nor the bake does). We do not
+rebuild it: we drive the JIT itself (``warmup`` = ``run(..., warmup=True)``), so the signature, constexprs
+and alignment/``==1``/``%16`` attributes come out of Triton's own binder. What must match the GPU host is only:
 - the kernel's ``cache_key`` (its source text + callees + starting line): we exec the two
   ``@triton.jit`` functions from vLLM's own ``fused_moe.py`` with their original file name and line
   numbers, so ``inspect.getsourcelines`` returns the same text and line. vLLM is never imported
   (importing it needs CUDA libraries a docker build may not have);
 - ``triton_key()``: the same Triton wheel (it hashes libtriton.so, which differs per Python ABI);
 - ``backend.hash()``: ptxas version + arch 90 (the wheel's bundled ptxas);
-- the argument values' specialization: rebuilt below from vLLM 0.26's ``invoke_fused_moe_triton_kernel``
-  with meta tensors (data_ptr 0 → 16-byte aligned, as every real allocation is);
+- the argument values' specialization: rebuilt below from vLLM 0.32's ``invoke_fused_moe_triton_kernel``
+  (called by ``fused_experts_impl`` and ``TritonExperts.apply``) with meta tensors (data_ptr 0 → 16-byte
+  aligned, as every real allocation is); tests/kernels/test_aot.py runs vLLM's own code paths on meta
+  tensors and compares every argument;
 - the cache path: Triton's group index (``__grp__*.json``) stores ABSOLUTE child paths, so bake into
   the directory the image will use (e.g. ``/opt/triton-cache``), never copy a cache to another path.
 The GPU check (``python -m tools.aot_check``, not shipped) counts JIT compilations while vLLM's kernel
@@ -56,13 +59,16 @@ from kernels.triton_cache import cache_entries
 
 KERNEL_NAMES = ("write_zeros_to_output", "fused_moe_kernel")
 KERNEL_MODULE = "vllm.model_executor.layers.fused_moe.fused_moe"
-# vLLM 0.26's default CUDA-graph capture sizes (config/vllm.py) for max_cudagraph_capture_size=512:
-# [1, 2, 4] + range(8, 256, 8) + range(256, 513, 16). Eager prefill sizes are covered by DEFAULT_MAX_TOKENS.
+# vLLM 0.32's default CUDA-graph capture sizes (config/vllm.py, _set_cudagraph_sizes) on sm_90, where the default
+# ceiling is min(2 * max_num_seqs, 512) (1024 only on the sm_100 family): [1, 2, 4] + range(8, 256, 8) +
+# range(256, 513, 16). 0.32 also captures max_num_seqs and max_num_batched_tokens when they fit under the ceiling and
+# lie off that grid; those, and eager prefill sizes, are covered by DEFAULT_MAX_TOKENS (every M up to it).
 # Launch names start with the vLLM code path that makes them; the tuner times the functional one only.
 PATHS = ("functional", "modular", "both")
 DECODE_GRAPH_SIZES = (1, 2, 4, *range(8, 256, 8), *range(256, 513, 16))
-# Prefill / profile-run token counts go up to max_num_batched_tokens (vLLM 0.26's fused_moe.py does not
-# chunk M): bake every specialization any M up to this reaches. 16384 covers vLLM's defaults.
+# Prefill / profile-run token counts go up to max_num_batched_tokens (vLLM 0.32's fused_moe.py does not
+# chunk M): bake every specialization any M up to this reaches. 16384 covers vLLM's defaults (0.32 on an
+# H200: 8192 for the server, 16384 for the LLM class).
 DEFAULT_MAX_TOKENS = 16384
 
 
@@ -129,9 +135,11 @@ class Case:
 
 
 def _em(shape: KernelShape, m: int, a_rows: int, top_k: int, bm: int) -> tuple[bool, int, int, int]:
-    """(naive, EM, sorted_ids length or 0, expert_ids length) as vLLM 0.26 computes them."""
+    """(naive, EM, sorted_ids length or 0, expert_ids length) as vLLM 0.32 computes them."""
     pairs = m * shape.topk
-    naive = pairs * 4 <= shape.e  # _prepare_expert_assignment, no expert_map, not wna16
+    # _prepare_expert_assignment, no expert_map, not wna16. Its expert count: global_num_experts in fused_experts,
+    # w1.shape[0] in TritonExperts (0.32; the two differ only with ROCm's fused shared experts): shape.e on CUDA.
+    naive = pairs * 4 <= shape.e
     if naive:
         return True, a_rows * top_k * bm, 0, pairs
     padded = pairs + shape.e * (bm - 1)  # moe_align_block_size, pad_sorted_ids=False
@@ -144,7 +152,7 @@ def _em(shape: KernelShape, m: int, a_rows: int, top_k: int, bm: int) -> tuple[b
 
 
 def launches(case: Case) -> Iterator[tuple[str, tuple[Any, ...], dict[str, Any]]]:
-    """The fused_moe_kernel launches of ``case``, argument for argument as vLLM 0.26 makes them."""
+    """The fused_moe_kernel launches of ``case``, argument for argument as vLLM 0.32 makes them."""
     import torch
     import triton.language as tl
 
@@ -178,8 +186,8 @@ def launches(case: Case) -> Iterator[tuple[str, tuple[Any, ...], dict[str, Any]]
         if block:
             a_scale = t(a.size(0), a.size(1) // block[1], dtype=f32)  # per-token-group, row-major
             b_scale = t(e, b.size(1) // block[0], b.size(2) // block[1], dtype=f32)
-        else:
-            a_scale, b_scale = t(1, dtype=f32), t(e, dtype=f32)  # static per-tensor
+        else:  # static per-tensor: vLLM's 0-d activation scale (max over experts), reshaped to (1,) by the launcher
+            a_scale, b_scale = t(1, dtype=f32), t(e, dtype=f32)
         block_k = min(tile["BLOCK_SIZE_K"], min(block)) if block else tile["BLOCK_SIZE_K"]
         args = (
             a, b, c, None, a_scale, b_scale, weights, sorted_ids, expert_ids, ntp,
@@ -197,6 +205,7 @@ def launches(case: Case) -> Iterator[tuple[str, tuple[Any, ...], dict[str, Any]]
             MUL_ROUTED_WEIGHT=mul_routed, top_k=top_k, compute_type=tl.bfloat16, use_fp8_w8a8=True,
             use_int8_w8a8=False, use_int8_w8a16=False, per_channel_quant=False, naive_block_assignment=naive,
             HAS_BIAS=False, BLOCK_SIZE_K=block_k, SWAP_AB=swap_ab_engaged(tile),
+            USE_TD=False,  # 0.32's tensor-descriptor path: never with quantized weights (resolve_moe_use_td)
             BLOCK_SIZE_M=bm, BLOCK_SIZE_N=tile["BLOCK_SIZE_N"], GROUP_SIZE_M=tile["GROUP_SIZE_M"], SPLIT_K=1,
             num_warps=tile["num_warps"], num_stages=tile["num_stages"],
         )  # fmt: skip
@@ -330,7 +339,7 @@ def _progress(total: int, desc: str) -> Any:
 def vllm_config_dir(source: Path | None = None) -> Path | None:
     """vLLM's own tuned-config folder beside its fused_moe.py (``configs/``), or None where vLLM is absent.
 
-    vLLM 0.26's ``get_moe_configs`` looks in ``VLLM_TUNED_CONFIG_FOLDER`` first, then in this folder,
+    vLLM 0.32's ``get_moe_configs`` looks in ``VLLM_TUNED_CONFIG_FOLDER`` first, then in this folder,
     then falls back to its default tiles; the bake mirrors the first two.
     """
     try:

@@ -49,7 +49,7 @@ def file_device_name(device_name: str) -> str:
 def config_file_name(
     e: int, n: int, dtype: str | None, block_shape: list[int] | None = None, device_name: str = "NVIDIA H200"
 ) -> str:
-    """Same string vLLM 0.26's ``get_config_file_name`` builds on a GPU called ``device_name``."""
+    """Same string vLLM's ``get_config_file_name`` (0.26 and 0.32) builds on a GPU called ``device_name``."""
     dtype_part = f",dtype={dtype}" if dtype else ""
     block_part = f",block_shape=[{block_shape[0]},{block_shape[1]}]" if block_shape and all(block_shape) else ""
     return f"E={e},N={n},device_name={file_device_name(device_name)}{dtype_part}{block_part}.json"
