@@ -4,9 +4,9 @@ Triton's CPU interpreter accepts code the real compiler refuses (plain float glo
 scalar atomics in branches, ...). `compile_all()` runs every launch `fused_moe_fp8` would make for a
 set of configurations through Triton's JIT under kernels.aot.Sm90Driver (target cuda:90, meta
 tensors, nothing runs), so such errors show up in `make test`. Run it in a process with
-TRITON_INTERPRET unset and the H200's Triton (3.6.0, build/triton-3.6.0) first on sys.path:
+TRITON_INTERPRET unset and the H200's Triton (3.7.1, build/triton-3.7.1) first on sys.path:
 
-    PYTHONPATH=build/triton-3.6.0:. CUDA_VISIBLE_DEVICES= python -m ops.fused_moe_fp8_aot
+    PYTHONPATH=build/triton-3.7.1:. CUDA_VISIBLE_DEVICES= python -m ops.fused_moe_fp8_aot
 
 `bake(cache_dir, table)` compiles exactly the launches the engine plugin makes (entrypoint.moe_plugin: bf16 input,
 the row's scale kind and activation, `default_config`) at every M of every dispatch-table row into a Triton cache:

@@ -1,5 +1,5 @@
 """A small bake of the real kernel for the tests of kernels/aot.py and kernels/triton_cache.py: one tuned tile for
-Qwen3-30B-A3B TP1 at M=1, compiled for sm_90 with Triton 3.6 and vLLM 0.26's fused_moe.py (tests/triton36.py)."""
+Qwen3-30B-A3B TP1 at M=1, compiled for sm_90 with Triton 3.7.1 and vLLM 0.32's fused_moe.py (tests/triton_aot.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from kernels import config_files as cf
 from kernels.shapes import shape_by_key
-from tests import triton36
+from tests import triton_aot
 from tests.conftest_paths import REPO
 
 SHAPE = shape_by_key("qwen3-30b-a3b:tp1")
@@ -34,13 +34,14 @@ print(json.dumps({"misses": c.misses, "hits": c.hits}))
 
 
 def bake_env(cache: Path) -> dict[str, str]:
-    """Triton 3.6 compiling into ``cache``, with the bake reading vLLM 0.26's kernel source."""
-    return triton36.env(cache, MOE_AOT_VLLM_FUSED_MOE_PY=str(triton36.vllm026_fused_moe()))
+    """Triton 3.7.1 compiling into ``cache``, with the bake reading vLLM 0.32's kernel source."""
+    return triton_aot.env(cache, MOE_AOT_VLLM_FUSED_MOE_PY=str(triton_aot.vllm_fused_moe()))
 
 
 def write_config(folder: Path, tile: dict[str, int]) -> Path:
     """A config folder holding SHAPE's tuned file with ``tile`` at M=1."""
-    cf.write_config_file(folder / cf.config_file_name(SHAPE.e, SHAPE.n, SHAPE.dtype), {1: tile}, "3.6.0")
+    name = cf.config_file_name(SHAPE.e, SHAPE.n, SHAPE.dtype)
+    cf.write_config_file(folder / name, {1: tile}, triton_aot.TRITON_VERSION)
     return folder
 
 

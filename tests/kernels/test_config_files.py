@@ -82,7 +82,7 @@ def test_written_file_is_found_by_vllm_and_read_back_identically(key, tmp_path, 
     shape = shape_by_key(key)
     name = cf.config_file_name(shape.e, shape.n, shape.dtype, shape.block_shape)
     table = {1: TILE, 64: dict(TILE, BLOCK_SIZE_M=32), 4096: dict(TILE, BLOCK_SIZE_M=128, num_warps=8)}
-    cf.write_config_file(tmp_path / name, table, "3.6.0")
+    cf.write_config_file(tmp_path / name, table, "3.7.1")
     vname, got = vllm_resolve(vllm_lookup, tmp_path, monkeypatch, shape)
     assert vname == name
     assert got == table
@@ -94,7 +94,7 @@ def test_misnamed_file_is_detected_and_vllm_silently_falls_back(tmp_path, vllm_l
     shape = shape_by_key("qwen3-30b-a3b:tp1")
     good = cf.config_file_name(shape.e, shape.n, shape.dtype)
     bad = good.replace("dtype=fp8_w8a8", "dtype=fp8")  # plausible typo
-    cf.write_config_file(tmp_path / bad, {1: TILE}, "3.6.0")
+    cf.write_config_file(tmp_path / bad, {1: TILE}, "3.7.1")
     _, got = vllm_resolve(vllm_lookup, tmp_path, monkeypatch, shape)
     assert got != {1: TILE}, "vLLM must not have found the misnamed file"
     expected = {cf.config_file_name(s.e, s.n, s.dtype, s.block_shape) for s in SHIPPED}
@@ -136,7 +136,7 @@ def test_tile_validation_names_the_problem(tile, block, fragment):
 
 def test_writer_refuses_an_invalid_table(tmp_path):
     with pytest.raises(ValueError, match="BLOCK_SIZE_N=96"):
-        cf.write_config_file(tmp_path / "x.json", {1: dict(TILE, BLOCK_SIZE_N=96)}, "3.6.0")
+        cf.write_config_file(tmp_path / "x.json", {1: dict(TILE, BLOCK_SIZE_N=96)}, "3.7.1")
 
 
 def test_parse_name_rejects_other_patterns():

@@ -1,6 +1,6 @@
 """kernels/triton_cache.py: every engine process reads the baked Triton cache first, whatever TRITON_CACHE_DIR says.
 
-The end-to-end check runs the real bake (tests/kernels/conftest.py) and loads it under Triton 3.6 after moving
+The end-to-end check runs the real bake (tests/kernels/conftest.py) and loads it under Triton 3.7.1 after moving
 TRITON_CACHE_DIR as vLLM does under torch.compile; the unit tests drive the manager's lookups on folders made here.
 """
 

@@ -1,9 +1,9 @@
-"""Our fused-MoE kernels compile for sm_90 with the H200's Triton (3.6.0), on a machine with no GPU.
+"""Our fused-MoE kernels compile for sm_90 with the H200's Triton (3.7.1), on a machine with no GPU.
 
 The CPU interpreter runs the numerics tests but accepts code the compiler refuses; this runs every
-launch of ops/fused_moe_fp8_aot.py's cases through Triton 3.6's real compiler (target cuda:90,
-GPU hidden) in a subprocess: TRITON_INTERPRET must be unset there, and build/triton-3.6.0 (made by
-`make triton-aot-env`) must shadow .venv's Triton (tests/triton36.py).
+launch of ops/fused_moe_fp8_aot.py's cases through Triton 3.7.1's real compiler (target cuda:90,
+GPU hidden) in a subprocess: TRITON_INTERPRET must be unset there, and build/triton-3.7.1 (made by
+`make triton-aot-env`) must shadow .venv's Triton (tests/triton_aot.py).
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests import triton36
+from tests import triton_aot
 from tests.conftest_paths import REPO
 
 SCRIPT = """
 import json, sys, triton
 from ops import fused_moe_fp8_aot as A
-assert triton.__version__ == "3.6.0", triton.__version__
-if len(sys.argv) > 1:  # the control: a kernel the compiler must refuse
+assert triton.__version__ == sys.argv[1], triton.__version__
+if len(sys.argv) > 2:  # the control: a kernel the compiler must refuse
     import triton.language as tl
     from ops import fp8_quant as Q
     Q.FP8_MAX = 448.0  # a plain float global: the interpreter accepts it, the compiler does not
@@ -30,14 +30,14 @@ print(json.dumps(A.compile_all()))
 
 def _compile(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-c", SCRIPT, *extra], env=triton36.env(tmp_path), cwd=REPO, capture_output=True, text=True,
-        timeout=600,
+        [sys.executable, "-c", SCRIPT, triton_aot.TRITON_VERSION, *extra], env=triton_aot.env(tmp_path), cwd=REPO,
+        capture_output=True, text=True, timeout=600,
     )  # fmt: skip
 
 
 def _script_json(tmp_path: Path, script: str) -> dict:
-    """Run `script` under Triton 3.6 (tests/triton36.py) and parse the JSON of its last output line."""
-    proc = subprocess.run([sys.executable, "-c", script], env=triton36.env(tmp_path), cwd=REPO, capture_output=True,
+    """Run `script` under Triton 3.7.1 (tests/triton_aot.py) and parse the JSON of its last output line."""
+    proc = subprocess.run([sys.executable, "-c", script], env=triton_aot.env(tmp_path), cwd=REPO, capture_output=True,
                           text=True, timeout=600)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -80,7 +80,7 @@ def test_the_block_dynamic_diagnostic_really_switches_fp8_accumulation(tmp_path)
     """benchmarks/device/diag_block_dynamic.py compares Triton's default (imprecise) FP8 accumulation on sm_90
     with precise accumulation: the second compile must differ, and the default must come back after it."""
     seen = _script_json(tmp_path, PRECISE_SCRIPT)
-    assert seen["False"] == [[str(2**30)], [str(2**30)]]  # Triton 3.6's sm_90 default, before and after
+    assert seen["False"] == [[str(2**30)], [str(2**30)]]  # Triton's sm_90 default (3.6 and 3.7.1), before and after
     assert seen["True"] == [[]]  # precise: no imprecise-accumulation attribute on the dots
 
 
