@@ -1,4 +1,4 @@
-"""The PTX of our fused-MoE fix-ups keeps the cross-program protocol the kernels rely on (sm_90, Triton 3.6).
+"""The PTX of our fused-MoE fix-ups keeps the cross-program protocol the kernels rely on (sm_90, Triton 3.7.1).
 
 "The last program to arrive finishes the tile" (ops/fused_moe_fp8_kernels.py `_arrive`) is correct only
 if the compiler emits, around the counter atomic:
@@ -24,18 +24,19 @@ from pathlib import Path
 
 import pytest
 
-from tests import triton36
+from tests import triton_aot
 from tests.conftest_paths import REPO
 
-# Compiles, in a subprocess with Triton 3.6, the launches that have fix-ups and prints
-# {label: {"ptx": ..., "arrivals": n, "fixup_loads_only": bool}}. argv[1] == "relaxed": the control.
+# Compiles, in a subprocess with the image's Triton (tests/triton_aot.py), the launches that have fix-ups and prints
+# {label: {"ptx": ..., "arrivals": n, "fixup_loads_only": bool}}. argv[1]: the Triton version; argv[2] == "relaxed":
+# the control.
 SCRIPT = """
 import json, sys, triton, triton.language as tl
 from triton.runtime.driver import driver
 from ops import fused_moe_fp8 as F, fused_moe_fp8_aot as A, fused_moe_fp8_kernels as K
 from kernels.aot import Sm90Driver
-assert triton.__version__ == "3.6.0", triton.__version__
-if len(sys.argv) > 1:
+assert triton.__version__ == sys.argv[1], triton.__version__
+if len(sys.argv) > 2:
     @triton.jit
     def _arrive(counter_ptr, arrivals: tl.constexpr):
         tl.debug_barrier()
@@ -86,13 +87,18 @@ def _definition(lines: list[str], reg: str, before: int) -> str:
     raise AssertionError(f"no definition of {reg}")
 
 
+_BITS = {"and": int.__and__, "or": int.__or__, "xor": int.__xor__, "shr": int.__rshift__, "shl": int.__lshift__}
+
+
 def _value(lines: list[str], reg: str, before: int, tid: int) -> int | bool:
-    """Value of a register derived from %tid.x by mov/and/setp/and.pred (what Triton emits for 'thread 0')."""
+    """Value of a register derived from %tid.x by mov, bit operations, setp and and.pred: what Triton emits for
+    'thread 0' (3.6: tid & 127 == 0; 3.7: (tid & 31) | (tid >> 5) == 0, lane | warp)."""
     d = _definition(lines, reg, before)
     if m := re.fullmatch(rf"mov\.u32\s+{re.escape(reg)}, %tid\.x;", d):
         return tid
-    if m := re.fullmatch(rf"and\.b32\s+{re.escape(reg)}, (%r\d+), (\d+);", d):
-        return _value(lines, m[1], before, tid) & int(m[2])
+    if m := re.fullmatch(rf"(and|or|xor|shr|shl)\.[bu]32\s+{re.escape(reg)}, (%r\d+), (%r\d+|\d+);", d):
+        rhs = int(m[3]) if m[3].isdigit() else _value(lines, m[3], before, tid)
+        return _BITS[m[1]](_value(lines, m[2], before, tid), rhs)
     if (m := _SETP.fullmatch(d)) and m[2] == reg:
         return _OPS[m[1]](_value(lines, m[3], before, tid), int(m[4]))
     if m := re.fullmatch(rf"and\.pred\s+{re.escape(reg)}, (%p\d+), (%p\d+);", d):
@@ -170,12 +176,17 @@ def protocol_violations(ptx: str, arrivals: int, fixup_loads_only: bool) -> list
 
 
 def _compile(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
-    """SCRIPT under Triton 3.6 with the GPU hidden and TRITON_INTERPRET unset (as test_fused_moe_fp8_aot.py)."""
-    env = triton36.env(tmp_path)
+    """SCRIPT under Triton 3.7.1 with the GPU hidden and TRITON_INTERPRET unset (as test_fused_moe_fp8_aot.py)."""
+    env = triton_aot.env(tmp_path)
     script = tmp_path / "dump_ptx.py"  # a file: @triton.jit reads the source of the control's kernel
     script.write_text(SCRIPT)
     return subprocess.run(
-        [sys.executable, str(script), *extra], env=env, cwd=REPO, capture_output=True, text=True, timeout=600
+        [sys.executable, str(script), triton_aot.TRITON_VERSION, *extra],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
 
 
@@ -230,6 +241,16 @@ def test_the_checker_catches_each_broken_property(compiled, name):
     assert ptx != v["ptx"], f"the mutation {name} changed nothing: the control would test nothing"
     problems = protocol_violations(ptx, v["arrivals"], v["fixup_loads_only"])
     assert any(message in p for p in problems), problems
+
+
+def test_the_checker_follows_tritons_lane_and_warp_form_of_thread_zero(compiled):
+    """Triton 3.7 selects thread 0 of 8 warps as (tid & 31) | (tid >> 5) == 0: a warp shift of 6 lets thread 32
+    add too, and the checker must see it."""
+    v = compiled["pair-w8/moe_gemm1_kernel"]
+    ptx = re.sub(r"(shr\.u32\s+%r\d+, %r\d+, )5;", r"\g<1>6;", v["ptx"])
+    assert ptx != v["ptx"], "no warp shift in the PTX: the control would test nothing"
+    problems = protocol_violations(ptx, v["arrivals"], v["fixup_loads_only"])
+    assert any("threads [0, 32]" in p for p in problems), problems
 
 
 def test_a_relaxed_arrival_is_caught(tmp_path):
