@@ -21,13 +21,16 @@
 #          STEP_LIMIT_S  set by h200_session.sh: the step's hard limit; BUDGET_S is cut to fit it
 #          WORK_DIR  the harness's scratch (model copies, per-engine caches and logs; default /tmp/e2e-bench-work):
 #                    give each of two phases running side by side on two GPUs its own
-#          VLLM_SITE where the offline vLLM 0.26 bundle is unpacked (default /root/site)
+#          VLLM_SITE where the offline engine bundle is unpacked (default /root/site)
 #          VLLM_PIECES  pieces dir of the offline bundle; installed first if VLLM_SITE lacks .ok
 #          START_MODES  (qwen-start) the restarts after the cold one (default warm,copied,baked)
 #          BAKED_CACHE  (qwen) a `python -m kernels.aot bake --shapes qwen3-30b-a3b:tp1` cache, at its baked path
 #                    (x8-qwen235-tp8-start: --shapes qwen3-235b-a22b:tp8)
 #          GPUS      how many GPUs the phase may use (default: CUDA_VISIBLE_DEVICES's entries, else nvidia-smi's)
-#          PLAN_VLLM_VERSION  plan for this vLLM (--plan-vllm-version; default the installed one, 0.26 on the host)
+#          PLAN_VLLM_VERSION  plan for this vLLM (--plan-vllm-version; default the installed one)
+#          ROUTING   (engine-check) vLLM's routing simulator for every engine: uniform_random (default; dummy
+#                    weights otherwise send a batch's sequences to the same few experts) or dummy (the weights' own
+#                    collapsed routing, a labelled control only)
 #          DRY_RUN=1 plan only: the harness prints each row's server argv and environment (--dry-run), no bake,
 #                    no GPU needed (tests/benchmarks/test_h200_session.py runs every x8 phase this way)
 # Every engine runs in its own subprocess with its own timeout; the harness writes what it has after each
@@ -106,6 +109,18 @@ case "$PHASE" in
              ARGS=(--models qwen3-30b-a3b-fp8-static --backends plan,plan_vllm_kernel,triton,auto --conc 1,2,4,8,64
                    --long-conc 1) ;;
   plugin-logits) ARGS=() ;;  # below: benchmarks.e2e.plugin_logits, not the harness
+  engine-check) # issue 29: whether a new engine (vLLM 0.32) moved the baselines: the plan, LMI-equivalent (triton on
+             # vLLM's tiles) and auto at 1 and 64 with realistic routing (ROUTING). auto runs last: FlashInfer's
+             # CUTLASS MoE module is not in the bundle and JIT-compiles at its first start
+             bake qwen3-30b-a3b:tp1
+             case "${ROUTING:-uniform_random}" in
+               dummy) unset VLLM_MOE_ROUTING_SIMULATION_STRATEGY ;;
+               uniform_random) export VLLM_MOE_ROUTING_SIMULATION_STRATEGY=uniform_random ;;
+               *) echo "e2e.sh: ROUTING='$ROUTING'; accepted: uniform_random, dummy" >&2; exit 2 ;;
+             esac
+             echo "e2e.sh: engine-check routing: ${ROUTING:-uniform_random}" | tee "$OUT/routing.txt"
+             ARGS=(--models qwen3-30b-a3b-fp8-static --backends "${ENGINE_CHECK_BACKENDS:-plan,triton}"
+                   --conc 1,64 --long-input-len 0) ;;
   qwen-attention) # issue 15 item 5: the plan (our kernel included) with another attention backend, as a user sets it
              # (option.attention_backend, validated against vLLM's list like every engine option); the default (FA3
              # on the H200) is qwen-plugin's plan row of the same lease. One harness run per backend in ATTN_BACKENDS
@@ -139,7 +154,7 @@ case "$PHASE" in
                    --backends auto,triton,triton_tuned,plan,flashinfer_cutlass --conc 1,8,16,32,64
                    --warm-restart triton) ;;
   x8-*)      ARGS=() ;;  # below
-  *) echo "e2e.sh: unknown phase '$PHASE'; accepted: qwen qwen-start qwen-plugin qwen-attention plugin-logits" \
+  *) echo "e2e.sh: unknown phase '$PHASE'; accepted: qwen qwen-start qwen-plugin qwen-attention plugin-logits engine-check" \
           "nemotron nemotron-diag mixtral" \
           "control fi-diag all x8-..." >&2
      exit 2 ;;
