@@ -338,3 +338,13 @@ def test_the_cpu_speed_probe_times_its_loop_once_a_second(tmp_path: Path) -> Non
     stamps, millis = zip(*(map(float, line.split(",")) for line in lines), strict=True)
     assert all(b - a >= 0.9 for a, b in itertools.pairwise(stamps))  # one a second, not a busy loop
     assert all(0.1 < ms < 1000 for ms in millis)  # a real loop's time, not zero and not a hang
+
+
+def test_engine_check_runs_its_rows_with_realistic_routing_and_refuses_an_unknown_routing(tmp_path: Path) -> None:
+    done = _phase(tmp_path, "engine-check", gpus=1)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "engine-check routing: uniform_random" in done.stdout
+    rows = [line.strip().split(" (")[0] for line in done.stdout.splitlines() if line.endswith("):")]
+    assert rows == ["qwen3-30b-a3b-fp8-static tp1 plan", "qwen3-30b-a3b-fp8-static tp1 triton"], rows
+    bogus = _phase(tmp_path, "engine-check", gpus=1, ROUTING="hot")
+    assert bogus.returncode == 2 and "ROUTING='hot'; accepted: uniform_random, dummy" in bogus.stderr
