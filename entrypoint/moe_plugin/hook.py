@@ -10,9 +10,12 @@ from pathlib import Path
 from kernels.dispatch import DISPATCH_FILE, DispatchTable
 
 # The versions whose TritonExperts this plugin was read against (vllm/model_executor/layers/fused_moe/experts/
-# triton_moe.py of the 0.26.0 wheel: apply's keyword arguments below, and its own quantisation of unquantised inputs
-# when expects_unquantized_inputs is true). A different vLLM keeps its own kernel until someone checks it.
-CHECKED_VLLM = ("0.26.",)
+# triton_moe.py of the 0.26.0 and 0.32.0 wheels: apply's keyword arguments below, identical in both, and its own
+# quantisation of unquantised inputs when expects_unquantized_inputs is true; 0.32's differences the plugin handles
+# are in triton_experts.py: the SwiGLU clamp's new source, padding ids on by default). 0.32 is the image's vLLM;
+# 0.26 stays checked, the patch being the same, for users who pin it and for the H200 host's offline 0.26 bundle,
+# where `make test-gpu` passed with it. A different vLLM keeps its own kernel until someone checks it.
+CHECKED_VLLM = ("0.32.", "0.26.")
 HOOK_MODULE = "vllm.model_executor.layers.fused_moe.experts.triton_moe"
 HOOK_CLASS = "TritonExperts"
 APPLY_PARAMETERS = (

@@ -1,15 +1,21 @@
 """vLLM's Triton experts with our kernel at the token counts the dispatch table gives (entrypoint.moe_plugin).
 
-How it fits vLLM 0.26's modular kernel (fused_moe/modular_kernel.py, experts/triton_moe.py):
-- An eligible layer answers `expects_unquantized_inputs` with True, so the prepare step hands `apply` the bf16
-  activations; our kernel quantises them itself (static scale or dynamic), and vLLM's own `apply` does exactly the
-  quantisation the prepare step would have done when it sees unquantised inputs (its LoRA + all-to-all path).
-- `apply` runs ops.fused_moe_fp8 into `output` when the row lists this M, else vLLM's `apply`. The MoE layer runs
-  inside vLLM's opaque `moe_forward` custom op, so torch.compile never traces this Python; CUDA graphs are captured
-  per batch size, so each captured size holds one kernel's launches and the choice costs nothing on replay.
+How it fits vLLM 0.32's modular kernel (fused_moe/modular_kernel.py, experts/triton_moe.py; 0.26 the same way):
+- An eligible layer answers `expects_unquantized_inputs` with True, so the prepare step (FusedMoEKernel._prepare
+  passes it as `defer_input_quant`) hands `apply` the bf16 activations; our kernel quantises them itself (static
+  scale or dynamic), and vLLM's own `apply` does exactly the quantisation the prepare step would have done when it
+  sees unquantised inputs (its LoRA + all-to-all path).
+- `apply` runs ops.fused_moe_fp8 into `output` when the row lists this M, else vLLM's `apply`. On CUDA the MoE layer
+  runs inside vLLM's opaque `moe_forward` custom op (runner/moe_runner.py MoERunner._select_forward), so
+  torch.compile never traces this Python; CUDA graphs are captured per batch size, so each captured size holds one
+  kernel's launches and the choice costs nothing on replay. Nothing here reads a device tensor on the host.
 - Eligible: FP8 w8a8 with a scale kind our kernel was measured on (kernels.dispatch.SCALE_KINDS), SiLU or relu²,
-  no LoRA, no biases, no SwiGLU clamp, no all-to-all dispatch (deferring the quantisation would send bf16 over it),
-  and a table row for the layer's shape on this GPU. Everything else keeps vLLM's path untouched.
+  no LoRA, no biases, no SwiGLU clamp (0.32 also takes it from the model: FusedMoEFactory(swiglu_limit=...)), no
+  all-to-all dispatch (deferring the quantisation would send bf16 over it), and a table row for the layer's shape on
+  this GPU. Everything else keeps vLLM's path untouched.
+- Padding rows: under VLLM_MOE_SKIP_PADDING (on by default from 0.32; 0.26 had it off) vLLM's routers give the
+  CUDA-graph and DP padding rows expert id -1 (router/fused_topk_router.py `_get_padding_mask`,
+  grouped_topk_router.py); our kernel takes ids in [0, E), so those rows are masked to weight 0.
 """
 
 from __future__ import annotations
@@ -46,7 +52,7 @@ def scale_kind(experts: Any) -> str | None:
 
 def ineligible_because(experts: Any) -> str | None:
     """Why this layer keeps vLLM's kernel at every M, or None when the table decides."""
-    cfg, qc = experts.moe_config, experts.quant_config
+    cfg = experts.moe_config
     if scale_kind(experts) is None:
         return "not an FP8 scale kind our kernel was measured on"
     if cfg.activation.value not in _ACTIVATIONS:
@@ -55,11 +61,20 @@ def ineligible_because(experts: Any) -> str | None:
         return "LoRA"
     if cfg.has_bias or experts.w1_bias is not None or experts.w2_bias is not None:
         return "expert biases"
-    if qc.gemm1_clamp_limit is not None:
+    if _clamp_limit(experts) is not None:
         return "a SwiGLU clamp"
     if cfg.moe_parallel_config.use_all2all_kernels:
         return "all-to-all dispatch"
     return None
+
+
+def _clamp_limit(experts: Any) -> float | None:
+    """The SwiGLU clamp vLLM's activation applies: 0.32's ApplyMoEActivationConfig (fused_moe/activation.py
+    from_configs: the quant config's gemm1_clamp_limit, else the model's swiglu_limit); 0.26 has only the former."""
+    config = getattr(experts, "activation_config", None)
+    if config is not None:
+        return config.clamp_limit
+    return experts.quant_config.gemm1_clamp_limit
 
 
 def layer_key(experts: Any) -> DispatchKey:
@@ -96,8 +111,7 @@ def patch(cls: type, table: DispatchTable, logger: logging.Logger) -> None:
     original_expects = cls.expects_unquantized_inputs  # a property (entrypoint.moe_plugin.hook.find_hook checks)
     original_apply = cls.apply
     logged: set[str] = set()
-    # vLLM marks CUDA-graph padding rows with expert id -1 under this flag (modular_kernel._prepare); our kernel
-    # takes ids in [0, E), so those rows are masked to weight 0 then.
+    # vLLM marks padding rows with expert id -1 under this flag (see the module doc); read once, as vLLM reads it
     skip_padding = _skip_padding()
 
     def row_of(self: Any) -> DispatchRow | None:
@@ -160,13 +174,14 @@ def patch(cls: type, table: DispatchTable, logger: logging.Logger) -> None:
 
 
 def _skip_padding() -> bool:
-    """vLLM's VLLM_MOE_SKIP_PADDING as vLLM reads it (envs.py: int(...)); off when unreadable."""
+    """vLLM's VLLM_MOE_SKIP_PADDING as vLLM reads it (envs.py: int(...), default 1 in 0.32, 0 in 0.26); on when
+    unreadable: masking costs three small kernels, an id of -1 reaching our kernel would read out of bounds."""
     try:
         import vllm.envs as envs
 
         return bool(envs.VLLM_MOE_SKIP_PADDING)
-    except Exception:  # another vLLM without the flag, or one that fails to parse it: vLLM would not mark padding
-        return False
+    except Exception:  # a vLLM without the flag, or one that fails to parse it
+        return True
 
 
 def run_project_kernel(
@@ -192,8 +207,9 @@ def run_project_kernel(
         if expert_map is not None:  # expert parallelism: global ids → this rank's, -1 where another rank holds it
             ids = expert_map[topk_ids.clamp_min(0).long()]
             missing = missing | (ids < 0)
-        weights = torch.where(missing, torch.zeros_like(weights), weights)
-        ids = torch.where(missing, torch.zeros_like(ids), ids)
+        # weight 0 where missing; any id in [0, E) will do there (a padding row's id may stay an expert's)
+        weights = torch.where(missing, 0.0, weights)
+        ids = ids.clamp_min(0)
     static = experts.block_shape is None
     fused_moe_fp8(
         hidden_states, w1, w2, weights, ids,

@@ -7,6 +7,7 @@ replaced by a recorder (`RecordingExperts`); tests/entrypoint/moe_plugin/test_pl
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import platform
@@ -18,8 +19,8 @@ import pytest
 import torch
 
 from entrypoint.moe_plugin import KERNEL_ENV
-from entrypoint.moe_plugin.hook import APPLY_PARAMETERS, find_hook, install
-from entrypoint.moe_plugin.triton_experts import layer_key, patch
+from entrypoint.moe_plugin.hook import APPLY_PARAMETERS, CHECKED_VLLM, find_hook, install
+from entrypoint.moe_plugin.triton_experts import ineligible_because, layer_key, patch
 from kernels.dispatch import DispatchRow, DispatchTable
 from ops.reference import MOE_TOLERANCE, fused_moe_reference, rel_err
 from tests.conftest_paths import REPO
@@ -37,26 +38,74 @@ def _run_vllm_process(code: str, env: dict[str, str]) -> str:
     return done.stdout + done.stderr
 
 
+# As vLLM's engine process starts (v1/engine/core.py run_engine_core): logging configured first (0.32 no longer
+# configures the "vllm" logger on import), then the general plugins (EngineCore.__init__, the workers).
 LOAD_PLUGINS = """
+import vllm
+from vllm.config.logging import LoggingConfig
+from vllm.logger import configure_logging
+from vllm.model_executor.layers.fused_moe.experts import triton_moe
+configure_logging(LoggingConfig())
+{setup}
 from vllm.plugins import load_general_plugins
 load_general_plugins()
-from vllm.model_executor.layers.fused_moe.experts.triton_moe import TritonExperts
-print("apply from", TritonExperts.apply.__module__)
+load_general_plugins()  # vLLM calls it in every process it starts, and may call it again: a no-op then
+print("apply from", triton_moe.TritonExperts.apply.__module__)
+print("expects from", triton_moe.TritonExperts.expects_unquantized_inputs.fget.__module__)
 """
+PATCHED = "entrypoint.moe_plugin.triton_experts"
+VLLMS = "vllm.model_executor.layers.fused_moe.experts.triton_moe"
+
+
+def _plugin_lines(setup: str, kernel: str) -> tuple[list[str], str]:
+    out = _run_vllm_process(LOAD_PLUGINS.format(setup=setup), {KERNEL_ENV: kernel})
+    return [line for line in out.splitlines() if "moe_kernel=project" in line], out
 
 
 @pytest.mark.parametrize("asked", [True, False], ids=["plan asks for it", "plan does not"])
-def test_vllm_loads_the_plugin_which_checks_the_version_and_leaves_vllm_032_alone(asked: bool) -> None:
-    # The installed vLLM of `make venv` is the CPU build 0.32.0: not a version the hook was checked against.
-    out = _run_vllm_process(LOAD_PLUGINS, {KERNEL_ENV: "project"} if asked else {KERNEL_ENV: ""})
-    lines = [line for line in out.splitlines() if "moe_kernel=project" in line]
+def test_vllm_loads_the_plugin_which_wraps_the_installed_vllm_032_triton_experts(asked: bool) -> None:
+    # The installed vLLM of `make venv` is the CPU build 0.32.0: its TritonExperts is the class the plugin was read
+    # against, found through the real vllm.general_plugins entry point (pyproject.toml) by vLLM's own loader.
+    lines, out = _plugin_lines("", "project" if asked else "")
+    assert "vllm.__version__" not in out
     if asked:
         assert len(lines) == 1, out[-3000:]
-        assert "vLLM 0.32.0 is not a version this plugin was checked against (0.26.x)" in lines[0]
-        assert "vLLM's fused-MoE kernels run" in lines[0]
+        assert f"{VLLMS}.TritonExperts dispatches to ops.fused_moe_fp8 by token count" in lines[0]
+        assert f"apply from {PATCHED}" in out and f"expects from {PATCHED}" in out
     else:
         assert lines == []
-    assert "apply from vllm.model_executor.layers.fused_moe.experts.triton_moe" in out
+        assert f"apply from {VLLMS}" in out and f"expects from {VLLMS}" in out
+
+
+@pytest.mark.parametrize("version", ["0.33.0", "0.31.1", "0.27.0"])
+def test_an_unchecked_vllm_version_keeps_vllms_kernel_with_one_line(version: str) -> None:
+    # The real package and loader; only the version string is another (vllm.__version__, what the plugin reads).
+    lines, out = _plugin_lines(f"vllm.__version__ = {version!r}", "project")
+    assert len(lines) == 1, out[-3000:]
+    assert f"vLLM {version} is not a version this plugin was checked against (0.32.x, 0.26.x)" in lines[0]
+    assert "vLLM's fused-MoE kernels run" in lines[0]
+    assert f"apply from {VLLMS}" in out and f"expects from {VLLMS}" in out
+
+
+CHANGED_APPLY = """
+def apply(self, output, hidden_states, w1, w2, topk_weights, topk_ids, activation, global_num_experts, expert_map,
+          a1q_scale, a2_scale, workspace13, workspace2, expert_tokens_meta, apply_router_weight_on_input,
+          routing_replay_out=None):
+    raise AssertionError("never called here")
+apply.__module__ = "vllm.model_executor.layers.fused_moe.experts.triton_moe"
+triton_moe.TritonExperts.apply = apply
+"""
+
+
+def test_a_hook_class_with_another_apply_signature_keeps_vllms_kernel_with_one_line() -> None:
+    # The installed 0.32 TritonExperts, its apply given one more parameter (what a vLLM that changes the contract
+    # would look like): the plugin must not wrap it, and must say so once.
+    lines, out = _plugin_lines(CHANGED_APPLY, "project")
+    assert len(lines) == 1, out[-3000:]
+    assert "moe_kernel=project: hook point not found in vLLM 0.32.0" in lines[0]
+    assert "TritonExperts.apply takes (self, output, hidden_states, w1, w2," in lines[0]
+    assert "routing_replay_out), not the arguments this plugin was checked against" in lines[0]
+    assert f"apply from {VLLMS}" in out and f"expects from {VLLMS}" in out
 
 
 # ARCH_GET_XCOMP_PERM (arch/x86/include/uapi/asm/prctl.h) through the raw syscall: the features this process may use.
@@ -85,21 +134,50 @@ def test_the_plugin_asks_for_the_amx_permission_vllms_cpu_attention_uses() -> No
         assert "amx cpu False" in out and "permitted after False" in out, out[-2000:]
 
 
-def test_a_missing_hook_point_leaves_vllms_kernel_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize("version", ["0.32.0", "0.26.0"])
+def test_a_missing_hook_point_leaves_vllms_kernel_and_says_so(version: str, caplog: pytest.LogCaptureFixture) -> None:
     logger = logging.getLogger("test.moe_plugin")
     with caplog.at_level(logging.INFO, logger="test.moe_plugin"):
-        assert not install(None, logger, version="0.26.0", hook_module="vllm.model_executor.no_such_module")
+        assert not install(None, logger, version=version, hook_module="vllm.model_executor.no_such_module")
     (record,) = caplog.records
     assert (
-        "hook point not found in vLLM 0.26.0 (vllm.model_executor.no_such_module does not import" in record.getMessage()
+        f"hook point not found in vLLM {version} (vllm.model_executor.no_such_module does not import"
+        in record.getMessage()
     )
 
 
 def test_the_hook_check_refuses_a_changed_apply_signature() -> None:
     cls, why = find_hook("tests.entrypoint.moe_plugin.test_plugin", "ChangedExperts")
     assert cls is None and "ChangedExperts.apply takes (self, output, hidden_states)" in why
+    cls, why = find_hook("tests.entrypoint.moe_plugin.test_plugin", "NoPropertyExperts")
+    assert cls is None and why == "NoPropertyExperts.expects_unquantized_inputs is not a property"
+    cls, why = find_hook("vllm.model_executor.layers.fused_moe.experts.triton_moe", "NoSuchExperts")
+    assert cls is None and why.endswith("triton_moe.NoSuchExperts is missing")
     cls, why = find_hook("vllm.model_executor.layers.fused_moe.experts.triton_moe", "TritonExperts")
-    assert why == "" and tuple(__import__("inspect").signature(cls.apply).parameters) == APPLY_PARAMETERS
+    assert why == "" and tuple(inspect.signature(cls.apply).parameters) == APPLY_PARAMETERS
+
+
+def test_the_installed_vllm_is_a_checked_version_with_the_read_contract() -> None:
+    # What the plugin relies on in the installed 0.32, read from the package itself.
+    import vllm
+    from vllm.model_executor.layers.fused_moe import modular_kernel
+    from vllm.model_executor.layers.fused_moe.experts.triton_moe import TritonExperts
+
+    assert vllm.__version__.startswith(CHECKED_VLLM)
+    # the prepare step (FusedMoEKernelModularImpl._prepare) defers the input quantisation when the experts ask
+    prepare_source = inspect.getsource(modular_kernel.FusedMoEKernelModularImpl._prepare)
+    assert prepare_source.count("defer_input_quant=self.fused_experts.expects_unquantized_inputs") == 2
+    # vLLM's own apply quantises an unquantised input itself (what our expects_unquantized_inputs relies on)
+    apply_source = inspect.getsource(TritonExperts.apply)
+    assert "if self.expects_unquantized_inputs:" in apply_source and "moe_kernel_quantize_input(" in apply_source
+
+
+class NoPropertyExperts:
+    def expects_unquantized_inputs(self) -> bool:
+        return False
+
+    def apply(self, output: Any, hidden_states: Any) -> None:
+        pass
 
 
 class ChangedExperts:
@@ -248,3 +326,46 @@ def test_padding_rows_marked_minus_one_contribute_nothing_with_or_without_an_exp
             case.experts.a2_scale, False, True,
         )  # fmt: skip
         assert rel_err(out.double(), ref) < MOE_TOLERANCE[torch.bfloat16]
+
+
+@pytest.mark.parametrize(
+    "source", ["swiglu_limit", "gemm1_clamp_limit"], ids=["the model's (0.32)", "the quant config's"]
+)
+def test_a_swiglu_clamp_from_either_source_keeps_vllms_kernel(source: str, device: str) -> None:
+    # vLLM 0.32 clamps SiLU's inputs when the quant config or the model (FusedMoEFactory(swiglu_limit=...)) sets a
+    # limit (fused_moe/activation.py ApplyMoEActivationConfig); our kernel has no clamp.
+    case = triton_experts(2, **SHAPE, scales="tensor-static", device=device, **{source: 7.0})
+    assert case.experts.activation_config.clamp_limit == 7.0
+    cls = _patched(case, ((1, 2),))
+    assert not case.experts.expects_unquantized_inputs
+    assert ineligible_because(case.experts) == "a SwiGLU clamp"
+    case.apply(cls)
+    assert len(cls.calls) == 1
+
+
+@pytest.mark.parametrize(("value", "masked"), [(None, True), ("1", True), ("0", False)], ids=["unset", "1", "0"])
+def test_padding_rows_are_masked_as_the_installed_vllm_marks_them(
+    value: str | None, masked: bool, device: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # vLLM 0.32 gives padding rows expert id -1 unless VLLM_MOE_SKIP_PADDING=0 (envs.py: on by default; 0.26: off).
+    if value is None:
+        monkeypatch.delenv("VLLM_MOE_SKIP_PADDING", raising=False)
+    else:
+        monkeypatch.setenv("VLLM_MOE_SKIP_PADDING", value)
+    import vllm.envs as envs
+
+    assert envs.VLLM_MOE_SKIP_PADDING is masked
+    case = triton_experts(2, **SHAPE, scales="tensor-static", device=device)
+    cls = _patched(case, ((1, 2),))
+    ids = case.topk_ids.clone()
+    if masked:
+        ids[1] = -1  # what vLLM's router writes for a padding row
+        out = case.apply(cls, topk_ids=ids)
+        weights = case.topk_weights.clone()
+        weights[1] = 0
+        ref = _reference(case, weights=weights, ids=ids.clamp_min(0))
+    else:
+        out = case.apply(cls)  # no -1 ids then: the padding rows are computed like any other
+        ref = _reference(case)
+    assert cls.calls == []
+    assert rel_err(out.double(), ref) < MOE_TOLERANCE[torch.bfloat16]

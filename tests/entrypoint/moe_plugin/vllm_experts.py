@@ -1,8 +1,8 @@
 """vLLM's own TritonExperts for one MoE shape, with random FP8 weights (ops.problems): what the plugin wraps.
 
-Built from vLLM's config classes (the same fields in 0.26 and 0.32), so the tests exercise the real class, its
-quant-config accessors and the plugin's patch of it; on the CPU only our kernel's branch can run (vLLM's Triton
-kernel needs CUDA), on the H200 both do.
+Built from vLLM's config classes (the fields used are in 0.26 and 0.32, but `swiglu_limit`: 0.32's), so the tests
+exercise the real class, its quant-config accessors and the plugin's patch of it; on the CPU only our kernel's
+branch can run (vLLM's Triton kernel needs CUDA), on the H200 both do.
 """
 
 from __future__ import annotations
@@ -47,8 +47,20 @@ class ExpertsCase:
 
 
 def triton_experts(
-    m: int, e: int, top_k: int, k: int, n: int, *, scales: str, gated: bool = True, device: str = "cpu", seed: int = 0
+    m: int,
+    e: int,
+    top_k: int,
+    k: int,
+    n: int,
+    *,
+    scales: str,
+    gated: bool = True,
+    device: str = "cpu",
+    seed: int = 0,
+    swiglu_limit: float | None = None,
+    gemm1_clamp_limit: float | None = None,
 ) -> ExpertsCase:
+    """`swiglu_limit`: the model's SwiGLU clamp (vLLM 0.32 FusedMoEConfig); `gemm1_clamp_limit`: the quant config's."""
     from vllm.model_executor.layers.fused_moe.activation import MoEActivation
     from vllm.model_executor.layers.fused_moe.config import (
         FusedMoEConfig,
@@ -67,13 +79,13 @@ def triton_experts(
         num_experts=e, experts_per_token=top_k, hidden_dim=k, intermediate_size=n, num_local_experts=e,
         num_logical_experts=e, activation=MoEActivation.SILU, device=device,
         routing_method=RoutingMethodType.Renormalize, moe_parallel_config=FusedMoEParallelConfig.make_no_parallel(),
-        in_dtype=torch.bfloat16, intermediate_size_per_partition=n,
+        in_dtype=torch.bfloat16, intermediate_size_per_partition=n, swiglu_limit=swiglu_limit,
     )  # fmt: skip
     if not gated:
         # vLLM's __post_init__ refuses non-gated activations off CUDA/XPU/ROCm; the field is what the experts read
         object.__setattr__(moe_config, "activation", MoEActivation.RELU2_NO_MUL)
     quant_config = fp8_w8a8_moe_quant_config(
         w1_scale=kw["w13_scale"], w2_scale=kw["w2_scale"], a1_scale=kw.get("a13_scale"), a2_scale=kw.get("a2_scale"),
-        block_shape=kw["block_shape"],
+        block_shape=kw["block_shape"], gemm1_clamp_limit=gemm1_clamp_limit,
     )  # fmt: skip
     return ExpertsCase(TritonExperts(moe_config, quant_config), x, w13, w2, w, ids, kw)

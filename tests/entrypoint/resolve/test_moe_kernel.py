@@ -94,11 +94,19 @@ def test_vllm_turns_it_off_even_where_the_table_has_a_row():
     assert any(r.startswith("moe_kernel: vllm (user setting from ") for r in plan.reasons)
 
 
-def test_a_vllm_the_plugin_was_not_checked_against_keeps_vllms_kernel():
+@pytest.mark.parametrize("version", ["0.33.0", "0.28.0"])
+def test_a_vllm_the_plugin_was_not_checked_against_keeps_vllms_kernel(version: str):
     gpus = simulate_gpus("H200")
-    plan = resolve(settings(), described("native fp8 static"), gpus, load_snapshot("0.32.0"), dispatch=TABLE)
+    plan = resolve(settings(), described("native fp8 static"), gpus, load_snapshot(version), dispatch=TABLE)
     assert plan.moe_kernel is MoeKernel.VLLM
-    assert any("checked against vLLM 0.26.x, not 0.32.0" in r for r in plan.reasons)
+    assert any(f"checked against vLLM 0.32.x, 0.26.x, not {version}" in r for r in plan.reasons)
+
+
+@pytest.mark.parametrize("version", ["0.32.0", "0.26.0"])
+def test_each_checked_vllm_turns_it_on(version: str):
+    gpus = simulate_gpus("H200")
+    plan = resolve(settings(), described("native fp8 static"), gpus, load_snapshot(version), dispatch=TABLE)
+    assert plan.moe_kernel is MoeKernel.PROJECT and plan.vllm_version == version
 
 
 def test_the_shipped_table_loads_and_a_bad_one_named_by_env_is_a_config_error(tmp_path: Path):
