@@ -21,7 +21,7 @@ from entrypoint.config.settings import Settings
 from entrypoint.errors import ConfigError
 from entrypoint.model.types import ModelDescription, WeightDtype
 from entrypoint.resolve.backend_switch import render_backend_switch, validate_user_backend
-from entrypoint.resolve.backends import backend_support, fp8_scheme, predict_vllm_auto
+from entrypoint.resolve.backends import backend_support, fp8_block_split, fp8_scheme, predict_vllm_auto
 from entrypoint.resolve.cpu_engine import cpu_engine_args
 from entrypoint.resolve.engine_args import EngineArgs, build_engine_args
 from entrypoint.resolve.gpu_types import GpuInventory
@@ -72,14 +72,18 @@ def _choose_backend(
             MoeBackend.AUTO, "cpu", "none", "moe_backend: CPU engine, vLLM's CPU MoE kernel is the only one"
         )
     sm = gpus.sm or 0
-    auto_backend, auto_why = predict_vllm_auto(model.quantization, sm, expert_parallel=engine.expert_parallel)
+    experts = model.moe.num_experts if model.moe else None
+    auto_backend, auto_why = predict_vllm_auto(
+        model.quantization, sm, expert_parallel=engine.expert_parallel, num_experts=experts, vllm_version=caps.version
+    )
     if user is not MoeBackend.AUTO:
         source = settings.sources.get("moe_backend", "option.moe_backend")
         why = f"moe_backend: {user} (user setting from {source}; vLLM alone would pick {auto_backend})"
         return BackendChoice(user, user.value, "option.moe_backend", why)
     ctx = RuleContext(model=model, sm=sm, max_num_seqs=engine.max_num_seqs, expert_parallel=engine.expert_parallel)
     rule = first_matching_rule(ctx)
-    if rule is not None and backend_support(rule.backend, model.quantization, sm) is None:
+    rule_support = None if rule is None else backend_support(rule.backend, model.quantization, sm, num_experts=experts)
+    if rule is not None and rule_support is None:
         why = (
             f"moe_backend: {rule.backend} by rule {rule.id} (vLLM alone would pick {auto_backend}); "
             f"evidence: {rule.evidence}"
@@ -140,34 +144,44 @@ def _environment_checks(model: ModelDescription, caps: VllmCapabilities, environ
     return reasons
 
 
-def _block_split_fits(width: int, block: tuple[int, int], tp: int, expert_parallel: bool) -> bool:
-    """vLLM's check on block-FP8 MoE weights (0.26 fp8.py / compressed_tensors_moe_w8a8_fp8.py create_weights,
-    0.32 fp8_utils.validate_fp8_block_shape_moe): each rank's expert width must be whole blocks of block_n, and of
-    block_k under tensor parallelism (tp_size is the engine's TP size, expert parallel or not)."""
-    _, n = moe_partition(1, width, tp, expert_parallel)
-    block_n, block_k = block
-    return n % block_n == 0 and (tp == 1 or n % block_k == 0)
-
-
 def _check_block_fp8_split(
     settings: Settings, model: ModelDescription, engine: EngineArgs, gpus: GpuInventory, caps: VllmCapabilities
-) -> None:
-    """Refuse a TP split vLLM refuses after minutes of start: block-FP8 experts cut through a block."""
+) -> tuple[ModelDescription, str | None]:
+    """Refuse a TP split vLLM refuses after minutes of start (block-FP8 experts cut through a block); else the model
+    as vLLM's MoE kernels will see it (vLLM 0.32 may refine the scale blocks of native fp8 checkpoints) and the
+    reason line for a split vLLM adapts (entrypoint.resolve.backends.fp8_block_split)."""
     moe, quant = model.moe, model.quantization
     if moe is None or gpus.is_cpu or not quant.is_fp8 or quant.block_shape is None:
-        return
+        return model, None
     width, block, tp = moe.expert_intermediate_size, quant.block_shape, engine.tensor_parallel_size
-    if _block_split_fits(width, block, tp, engine.expert_parallel):
-        return
+
+    def split(t: int, expert_parallel: bool) -> str:
+        return fp8_block_split(
+            quant, width, moe.hidden_size, t, expert_parallel=expert_parallel, backend=settings.moe_backend.value,
+            vllm_version=caps.version,
+        ).outcome  # fmt: skip
+
+    found = fp8_block_split(
+        quant, width, moe.hidden_size, tp, expert_parallel=engine.expert_parallel,
+        backend=settings.moe_backend.value, vllm_version=caps.version,
+    )  # fmt: skip
+    if found.outcome == "refined":
+        effective = model.model_copy(update={"quantization": quant.model_copy(update={"block_shape": found.block})})
+        return effective, f"block fp8 split over {tp} GPUs: {found.reason}"
+    if found.outcome == "padded":
+        return model, f"block fp8 split over {tp} GPUs: {found.reason}"
+    if found.outcome == "fits":
+        return model, None
     key = "tensor_parallel_degree" if "tensor_parallel_degree" in settings.options else "tensor_parallel_size"
-    fits = [str(t) for t in (1, 2, 4, 8) if t <= max(gpus.count, 1) and _block_split_fits(width, block, t, False)]
-    if not engine.expert_parallel and _block_split_fits(width, block, tp, True):
+    fits = [str(t) for t in (1, 2, 4, 8) if t <= max(gpus.count, 1) and split(t, False) != "refused"]
+    if not engine.expert_parallel and split(tp, True) != "refused":
         fits.append("option.enable_expert_parallel=true (each GPU holds whole experts)")
     raise ConfigError(
         settings.option_label(key),
         str(tp),
         f"the checkpoint's {width}-wide experts split {tp} ways leave {width // tp} columns per GPU, not whole "
-        f"{block[0]}x{block[1]} FP8 blocks; vLLM {caps.version} refuses that when it creates the MoE weights",
+        f"{block[0]}x{block[1]} FP8 blocks ({found.reason}); vLLM {caps.version} refuses that when it creates the "
+        "MoE weights",
         fits,
     )
 
@@ -195,20 +209,23 @@ def resolve(
             "or serve a BF16 checkpoint",
         )
     engine = build_engine_args(settings.options, settings.server, caps, gpus)
-    _check_block_fp8_split(settings, model, engine, gpus, caps)
+    # `kernels_model`: the checkpoint as vLLM's MoE kernels get it (refined scale blocks); the plan reports `model`
+    kernels_model, split_reason = _check_block_fp8_split(settings, model, engine, gpus, caps)
     reasons = [*context_reasons, *engine.notes]
-    choice = _choose_backend(settings, model, gpus, caps, engine)
+    if split_reason:
+        reasons.append(split_reason)
+    choice = _choose_backend(settings, kernels_model, gpus, caps, engine)
     switch = render_backend_switch(choice.passed, caps)
     reasons += [choice.reason, *switch.reasons]
     env = dict(switch.env)
     if choice.effective == "triton" and model.quantization.is_fp8 and not gpus.is_cpu:
-        tuned_env, tuned_reasons = _tuned_config_env(model, gpus, engine, tuned, environ)
+        tuned_env, tuned_reasons = _tuned_config_env(kernels_model, gpus, engine, tuned, environ)
         env.update(tuned_env)
         reasons += tuned_reasons
     deep_gemm = _deep_gemm_forced(environ)
     context = KernelContext(
-        model, gpus, choice.effective, caps.version, engine.tensor_parallel_size, engine.expert_parallel, dispatch,
-        deep_gemm, plugin_installed, environ.get(PLUGINS_ENV),
+        kernels_model, gpus, choice.effective, caps.version, engine.tensor_parallel_size, engine.expert_parallel,
+        dispatch, deep_gemm, plugin_installed, environ.get(PLUGINS_ENV),
     )  # fmt: skip
     kernel = choose_moe_kernel(settings, context)
     env.update(kernel.env)

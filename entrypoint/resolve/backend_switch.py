@@ -35,10 +35,15 @@ def selectable_backends(caps: VllmCapabilities) -> tuple[str, ...]:
     return (MoeBackend.AUTO.value, *PRE_017_BACKEND_ENV)
 
 
+def _support(backend: str, model: ModelDescription, sm: int, caps: VllmCapabilities) -> str | None:
+    experts = model.moe.num_experts if model.moe else None
+    return backend_support(backend, model.quantization, sm, num_experts=experts, vllm_version=caps.version)
+
+
 def _accepted_backends(model: ModelDescription, sm: int, caps: VllmCapabilities) -> list[str]:
     family = oracle_family(model.quantization)
     candidates = caps.family_backends.get(family or "", caps.moe_backend_values)
-    return ["auto"] + [b for b in candidates if b != "auto" and backend_support(b, model.quantization, sm) is None]
+    return ["auto"] + [b for b in candidates if b != "auto" and _support(b, model, sm, caps) is None]
 
 
 def validate_user_backend(
@@ -80,7 +85,7 @@ def validate_user_backend(
             f"vLLM {caps.version} does not offer it for {family} MoE ({quant.summary()})",
             accepted,
         )
-    why_not = backend_support(value, quant, sm)
+    why_not = _support(value, model, sm, caps)
     if why_not:
         gpu_name = gpus.primary.name if gpus.primary else "cpu"
         raise ConfigError(key, value, f"cannot run this checkpoint on {gpu_name} (SM{sm}): {why_not}", accepted)

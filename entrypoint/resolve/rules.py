@@ -55,7 +55,9 @@ RULES: tuple[Rule, ...] = (
         backend=MoeBackend.TRITON,
         vllm_default="flashinfer_cutlass",
         evidence=(
-            "vendor: +10% throughput on H200 at low concurrency (vLLM PR #50040, unmerged as of 0.33); measured "
+            "vendor: +10% throughput on H200 at low concurrency (vLLM PR #50040, unmerged as of 0.33); vLLM 0.32's "
+            "oracle still picks FlashInfer CUTLASS here (tests/entrypoint/resolve/test_backends_vllm.py runs it), the "
+            "ratios below were measured with vLLM 0.26 and are not yet repeated with 0.32; measured "
             "here in the served configuration (what `serve` runs: torch.compile + CUDA graphs, vLLM 0.26, H200, "
             "2026-12-01, benchmarks/results/e2e/h200_e2e.csv; random FP8 static weights, 512 in / 256 out, decode "
             "tok/s, best of 3): this plan / vLLM auto (FlashInfer CUTLASS) on Qwen3-30B-A3B = 1.157 / 1.066 / 1.062 "

@@ -3,8 +3,15 @@
 Read from the installed vLLM's *source files* with `ast`, never by importing vLLM: `import vllm`
 takes 5–20 s, the resolver must answer in well under a second. When no vLLM is installed (a laptop
 planning for the image), a snapshot of the version the image pins is used instead; snapshots are
-produced by this same module (`python -m entrypoint.resolve.vllm_caps SITE_PACKAGES/vllm > FILE`) so the
+produced by this same module (`python -m entrypoint.resolve.vllm_caps SITE_PACKAGES/vllm VERSION > FILE`) so the
 two paths cannot drift.
+
+Snapshots kept (entrypoint/resolve/data/): 0.32.0, the image's vLLM, and 0.26.0. 0.26 stays because planning for
+it costs one JSON file and a few version checks (entrypoint.resolve.backends keys its 0.26/0.32 differences on the
+version): users who pin vLLM 0.26 in their own image (the LMI v28 engine), the H200 host's offline 0.26 bundle
+that the benchmark harness plans for (`--plan-vllm-version 0.26.0`), and `resolve --vllm-version 0.26.0` all get
+0.26's backend names and engine arguments instead of 0.32's. Any other version is planned with the nearest older
+snapshot, marked `era-table` in the plan.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-PINNED_VLLM_VERSION = "0.26.0"  # the image's vLLM (Dockerfile ARG VLLM_VERSION)
+PINNED_VLLM_VERSION = "0.32.0"  # the image's vLLM (Dockerfile ARG VLLM_VERSION, sagemaker_deploy IMAGE_VLLM_VERSION)
 SNAPSHOT_DIR = Path(__file__).parent / "data"
 
 # The oracle files read (fused_moe/oracle/<family>.py); each file's stem is the quantisation family
@@ -253,13 +260,14 @@ def load_snapshot(version: str) -> VllmCapabilities:
 
 
 def detect_capabilities(version_override: str | None = None) -> VllmCapabilities:
-    """Installed vLLM when present and matching the override; else the snapshot table."""
+    """Installed vLLM when present and matching the override; else the snapshot table. With an override the plan
+    names the version asked for (`0.32.0` for the image), not the installed build's (`0.32.0+cpu` here)."""
     found = installed_vllm()
     if found is not None:
         vllm_dir, version = found
         if version_override is None or parse_version(version_override) == parse_version(version):
             try:
-                return extract_from_source(vllm_dir, version)
+                return extract_from_source(vllm_dir, version_override or version)
             except (OSError, SyntaxError):
                 pass  # an unreadable or unusual tree: fall back to the table below
     return load_snapshot(version_override or PINNED_VLLM_VERSION)

@@ -29,11 +29,11 @@ from entrypoint.model.types import (
     WeightDtype as W,
 )
 from entrypoint.resolve.gpu import simulate_gpus
-from entrypoint.resolve.plan import Plan
+from entrypoint.resolve.plan import Plan, PlanQuantization
 from entrypoint.resolve.tuned_configs import TunedConfigIndex
-from entrypoint.resolve.vllm_caps import load_snapshot
+from entrypoint.resolve.vllm_caps import PINNED_VLLM_VERSION, load_snapshot
 
-CAPS = load_snapshot("0.26.0")
+CAPS = load_snapshot(PINNED_VLLM_VERSION)  # the image's vLLM (0.32.0)
 QWEN3_MOE = MoEShape(num_experts=128, top_k=8, hidden_size=2048, expert_intermediate_size=768)
 
 SCHEMES = {
@@ -115,7 +115,8 @@ def settings(**options: str) -> Settings:
     return Settings.from_options({"model_id": "/models/m", **options})
 
 
-# (scheme, gpu, moe_backend passed, effective backend) — vLLM 0.26 facts from the reference sheet.
+# (scheme, gpu, moe_backend passed, effective backend) — vLLM 0.32 facts (the FP8 rows are checked against the installed
+# vLLM's own oracle in tests/entrypoint/resolve/test_backends_vllm.py).
 DECISIONS = [
     pytest.param("native fp8 static", "H200", "triton", "triton", id="H200 native fp8 static goes to Triton by rule"),
     pytest.param("native fp8 static", "H100", "triton", "triton", id="H100 native fp8 static goes to Triton by rule"),
@@ -136,10 +137,28 @@ DECISIONS = [
     ),
     pytest.param("bf16", "H200", "auto", "triton", id="H200 bf16 is left to vLLM which picks Triton"),
     pytest.param("mxfp4", "H200", "auto", "triton", id="H200 MXFP4 runs OpenAI triton kernels"),
-    pytest.param("nvfp4", "H200", "auto", "humming", id="H200 NVFP4 is weight-only"),
-    pytest.param("gptq int4", "H200", "auto", "marlin", id="H200 GPTQ runs Marlin"),
+    pytest.param("nvfp4", "H200", "auto", "humming", id="H200 NVFP4 is weight-only through Humming"),
+    pytest.param("nvfp4", "B200", "auto", "flashinfer_trtllm", id="B200 NVFP4 runs FlashInfer TRT-LLM"),
+    pytest.param("nvfp4", "sm_120", "auto", "flashinfer_cutlass", id="SM120 NVFP4 runs FlashInfer CUTLASS"),
+    pytest.param("nvfp4", "A100", "auto", "marlin", id="A100 NVFP4 is weight-only through Marlin"),
+    pytest.param("gptq int4", "H200", "auto", "humming", id="H200 GPTQ runs Humming ahead of Marlin"),
+    pytest.param("gptq int4", "A100", "auto", "marlin", id="A100 GPTQ runs Marlin"),
+    pytest.param("bf16", "sm_120", "auto", "flashinfer_cutlass", id="SM120 bf16 runs FlashInfer CUTLASS"),
     pytest.param("bf16", "cpu", "auto", "cpu", id="CPU bf16 MoE runs the CPU kernel"),
 ]
+
+# Where vLLM 0.26 picks otherwise (its oracles have no prioritize_humming step: Marlin ahead of Humming everywhere).
+DECISIONS_026 = [
+    pytest.param("nvfp4", "H200", "marlin", id="0.26 H200 NVFP4 is weight-only through Marlin"),
+    pytest.param("gptq int4", "H200", "marlin", id="0.26 H200 GPTQ runs Marlin"),
+    pytest.param("native fp8 dynamic", "H200", "triton", id="0.26 H200 fp8 dynamic picks Triton as 0.32 does"),
+]
+
+
+@pytest.mark.parametrize(("scheme", "gpu", "effective"), DECISIONS_026)
+def test_decisions_for_vllm_026(scheme, gpu, effective):
+    plan = resolve(settings(), model(scheme), simulate_gpus(gpu), load_snapshot("0.26.0"))
+    assert plan.effective_moe_backend == effective and plan.vllm_version == "0.26.0"
 
 
 @pytest.mark.parametrize(("scheme", "gpu", "passed", "effective"), DECISIONS)
@@ -529,14 +548,64 @@ def test_a_block_fp8_split_into_whole_blocks_is_planned(options: dict[str, str],
     assert plan.effective_moe_backend in ("triton", "flashinfer_cutlass")
 
 
-def test_a_block_fp8_split_through_a_block_is_refused_before_vllm_loads_anything() -> None:
+def test_a_block_fp8_split_through_a_block_is_refused_before_vllm_026_loads_anything() -> None:
     # vLLM 0.26 fp8.py create_weights: "The output_size of gate's and up's weight = 192 is not divisible by weight
     # quantization block_n = 128" -- minutes into the start of an 8-GPU engine (Qwen3-235B-A22B-FP8 at TP8).
     with pytest.raises(ConfigError) as refused:
-        resolve(settings(tensor_parallel_degree="8"), QWEN3_235B_BLOCK, simulate_gpus("H200", 8), CAPS)
+        resolve(
+            settings(tensor_parallel_degree="8"), QWEN3_235B_BLOCK, simulate_gpus("H200", 8), load_snapshot("0.26.0")
+        )
     assert refused.value.key == "option.tensor_parallel_degree" and refused.value.value == "8"
     assert "192 columns per GPU, not whole 128x128 FP8 blocks" in refused.value.reason
+    assert "vLLM 0.26.0 refuses that" in refused.value.reason
     assert refused.value.accepted == "1, 2, 4, option.enable_expert_parallel=true (each GPU holds whole experts)"
+
+
+def test_vllm_032_refines_the_scale_blocks_of_a_native_fp8_split_and_runs_triton() -> None:
+    # 0.32 oracle/fp8.py resolve_fp8_moe_weight_block_shape: gcd(128, 128, 192, 4096) = 64 >= 32, so 64x64 scale
+    # blocks (refine_fp8_moe_block_shape), which only Triton takes
+    plan = resolve(settings(tensor_parallel_degree="8"), QWEN3_235B_BLOCK, simulate_gpus("H200", 8), CAPS)
+    assert plan.moe_backend is MoeBackend.AUTO and plan.effective_moe_backend == "triton"
+    assert plan.quantization == PlanQuantization.of(QWEN3_235B_BLOCK.quantization)  # the checkpoint's, as read
+    assert (
+        "block fp8 split over 8 GPUs: vLLM refines the 128x128 scale blocks to 64x64 for 192 columns per GPU; "
+        "only its Triton kernel takes them"
+    ) in plan.reasons
+
+
+def test_vllm_032_pads_a_native_fp8_split_for_a_backend_that_takes_128_blocks_only() -> None:
+    # 0.32 pad_tp_shard_to_weight_blocks: an explicit backend that cannot take refined blocks gets 256 columns
+    plan = resolve(
+        settings(tensor_parallel_degree="8", moe_backend="flashinfer_cutlass"), QWEN3_235B_BLOCK,
+        simulate_gpus("H200", 8), CAPS,
+    )  # fmt: skip
+    assert plan.moe_backend is MoeBackend.FLASHINFER_CUTLASS
+    assert (
+        "block fp8 split over 8 GPUs: vLLM pads each GPU's 192 expert columns to 256 (whole 128x128 blocks)"
+        in plan.reasons
+    )
+
+
+@pytest.mark.parametrize(
+    ("width", "quant", "why"),
+    [
+        pytest.param(1440, SCHEMES["fp8 block"], "no block of at least 32 divides them", id="native, 180 columns"),
+        pytest.param(1536, "ct block", "192 columns per GPU are not whole 128x128 blocks", id="compressed-tensors"),
+    ],
+)
+def test_vllm_032_still_refuses_a_split_it_cannot_refine(width: int, quant: object, why: str) -> None:
+    if quant == "ct block":
+        quant = SCHEMES["fp8 block"].model_copy(update={"family": F.COMPRESSED_TENSORS, "method": "compressed-tensors"})
+    described = QWEN3_235B_BLOCK.model_copy(
+        update={
+            "quantization": quant,
+            "moe": QWEN3_235B_BLOCK.moe.model_copy(update={"expert_intermediate_size": width}),
+        }
+    )
+    with pytest.raises(ConfigError) as refused:
+        resolve(settings(tensor_parallel_degree="8"), described, simulate_gpus("H200", 8), CAPS)
+    assert refused.value.key == "option.tensor_parallel_degree" and why in refused.value.reason
+    assert "vLLM 0.32.0 refuses that" in refused.value.reason
 
 
 def test_per_tensor_fp8_has_no_block_constraint_at_any_split() -> None:

@@ -109,6 +109,17 @@ def test_each_checked_vllm_turns_it_on(version: str):
     assert plan.moe_kernel is MoeKernel.PROJECT and plan.vllm_version == version
 
 
+def test_block_fp8_whose_scale_blocks_vllm_refines_keeps_vllms_kernel():
+    # vLLM 0.32 refines 128x128 blocks to 64x64 for Qwen3-235B's 192 columns per GPU at TP8 (oracle/fp8.py
+    # resolve_fp8_moe_weight_block_shape); our kernel was measured on 128x128 only (0.26 refuses the split).
+    qwen235 = MoEShape(num_experts=128, top_k=8, hidden_size=4096, expert_intermediate_size=1536)
+    plan = plan_for("fp8 block", qwen235, num_gpus="8", tensor_parallel_degree="8")
+    assert plan.moe_kernel is MoeKernel.VLLM and plan.effective_moe_backend == "triton"
+    assert any("refines the 128x128 scale blocks to 64x64 for 192 columns per GPU" in r for r in plan.reasons)
+    assert any("moe_kernel: vllm (auto: our kernel was measured on per-tensor static and 128-block" in r
+               for r in plan.reasons)  # fmt: skip
+
+
 def test_the_shipped_table_loads_and_a_bad_one_named_by_env_is_a_config_error(tmp_path: Path):
     assert load_dispatch_table({}).rows == TABLE.rows and TABLE.source == str(DISPATCH_FILE)
     bad = tmp_path / "table.json"

