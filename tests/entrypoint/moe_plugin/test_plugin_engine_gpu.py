@@ -1,8 +1,10 @@
-"""Our kernel inside the served engine on the H200 (`make test-gpu`, vLLM 0.26): the plan with the plugin against
-the same plan with vLLM's kernel (option.moe_kernel=vllm), same random FP8 checkpoint (Qwen3-30B-A3B cut to 4
-layers: the shipped table's row, E=128 N=768 K=2048 top-8), greedy prompts sent one at a time so every decode step
-runs at M = 1, where the table sends this shape to ops.fused_moe_fp8. Only decode steps count (step 0's logprobs
-come from the prefill at M = 64, vLLM's kernel on both rows), and only while the two greedy contexts are equal.
+"""Our kernel inside the served engine on the H200 (`make test-gpu`; passed with vLLM 0.26, not yet run with the
+image's 0.32, where the row line below also shows that 0.32 configures logging before it loads the plugin): the plan
+with the plugin against the same plan with vLLM's kernel (option.moe_kernel=vllm), same random FP8 checkpoint
+(Qwen3-30B-A3B cut to 4 layers: the shipped table's row, E=128 N=768 K=2048 top-8), greedy prompts sent one at a
+time so every decode step runs at M = 1, where the table sends this shape to ops.fused_moe_fp8. Only decode steps
+count (step 0's logprobs come from the prefill at M = 64, vLLM's kernel on both rows), and only while the two greedy
+contexts are equal.
 
 The bound. Correct kernels differ by 1.5-2.2 % per MoE layer on this shape (the layer bench;
 test_plugin_gpu.py allows 3 %). A float32 model of this checkpoint (`python -m benchmarks.e2e.logprob_sensitivity`,

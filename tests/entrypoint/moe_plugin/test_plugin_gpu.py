@@ -1,4 +1,5 @@
-"""The patched TritonExperts against vLLM's own on the H200 (`make test-gpu`, vLLM 0.26 installed): same layer,
+"""The patched TritonExperts against vLLM's own on the H200 (`make test-gpu` with the vLLM installed there: passed with
+0.26, the H200 host's offline bundle; the image's 0.32 has the same TritonExperts contract, not yet run): same layer,
 same FP8 weights, vLLM's path as vLLM's prepare step feeds it (quantised input) against the plugin's (bf16 input,
 our kernel at the table's M, vLLM's kernel at the others).
 
