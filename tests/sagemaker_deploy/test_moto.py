@@ -118,7 +118,7 @@ def test_plan_json_for_every_instance_type(instance_type, capsys):
     _gpu, count = INSTANCE_GPUS[instance_type]
     assert data["instance_type"] == instance_type
     assert data["gpu"]["count"] == count
-    assert data["vllm_version"] == "0.26.0"  # the image's vLLM, not this machine's CPU build
+    assert data["vllm_version"] == "0.32.0"  # the image's vLLM, not this machine's CPU build
     # The image default serving.properties: tensor_parallel_degree=max, passed on one GPU too (the single-GPU
     # types used to compare "1" with "1" without looking at the plan).
     tp = data["vllm_args"][data["vllm_args"].index("--tensor-parallel-size") + 1]
@@ -132,7 +132,7 @@ def test_plan_on_p5e_picks_triton_for_static_fp8_and_keys_match_entrypoint_resol
     assert data["moe_backend"] == "triton" and data["gpu"]["name"] == "NVIDIA H200"
     resolve = subprocess.run(
         [sys.executable, "-m", "entrypoint", "resolve", "--model", str(STATIC_FP8), "--gpu", "H200",
-         "--num-gpus", "8", "--vllm-version", "0.26.0", "--properties", str(REPO / "serving.properties"), "--json"],
+         "--num-gpus", "8", "--vllm-version", "0.32.0", "--properties", str(REPO / "serving.properties"), "--json"],
         cwd=REPO, env=aws_env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert resolve.returncode == 0, resolve.stderr
