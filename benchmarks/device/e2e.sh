@@ -109,10 +109,10 @@ case "$PHASE" in
              ARGS=(--models qwen3-30b-a3b-fp8-static --backends plan,plan_vllm_kernel,triton,auto --conc 1,2,4,8,64
                    --long-conc 1) ;;
   plugin-logits) ARGS=() ;;  # below: benchmarks.e2e.plugin_logits, not the harness
-  engine-check) # issue 29: whether a new engine (vLLM 0.32) moved the baselines: the plan, LMI-equivalent (triton on
-             # vLLM's tiles) and auto at 1 and 64 with realistic routing (ROUTING). auto runs last: FlashInfer's
-             # CUTLASS MoE module is not in the bundle and JIT-compiles at its first start
-             bake qwen3-30b-a3b:tp1
+  engine-check) # issue 29: whether a new engine (vLLM 0.32) moved the baselines: the plan and LMI-equivalent (triton on
+             # vLLM's tiles) at 1 and 64 with realistic routing (ROUTING). auto only when ENGINE_CHECK_BACKENDS names
+             # it: its FlashInfer CUTLASS MoE module (fused_moe_90, 241 nvcc objects) is in neither the image nor the
+             # bundle and would JIT-compile at its first start. No bake: each row's engine compiles its own kernels
              case "${ROUTING:-uniform_random}" in
                dummy) unset VLLM_MOE_ROUTING_SIMULATION_STRATEGY ;;
                uniform_random) export VLLM_MOE_ROUTING_SIMULATION_STRATEGY=uniform_random ;;
