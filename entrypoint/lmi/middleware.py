@@ -5,10 +5,10 @@ that flag in every plan), so there is no second process and no extra network hop
 (/v1/*, GET requests) goes straight to vLLM without being touched, and so do /ping and /health while the engine
 process lives (once it is gone they answer 503 here, before vLLM's own check has noticed: engine_processes.py).
 
-On /invocations the body is read once and classified (entrypoint.lmi.translate):
+On /invocations the body is read once and classified (entrypoint.lmi.request):
 - "prompt" / "messages": replayed to vLLM's /invocations unchanged (content-type set to JSON);
 - "inputs": translated to a completion body and sent to vLLM's /invocations handler, whose answer
-  is translated back — JSON, or SSE → application/jsonlines when streaming;
+  is translated back — JSON (response.py), or SSE → application/jsonlines when streaming (stream.py);
 - anything else: an LMI error {"code": 400, "error": ...} without reaching vLLM.
 
 The path stays /invocations (not /v1/completions) so vLLM's SageMaker hooks — adapter and session
@@ -25,21 +25,19 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from entrypoint.lmi.engine_processes import EngineProcesses
+from entrypoint.lmi.errors import LMIError, vllm_error_to_lmi
+from entrypoint.lmi.json_io import dumps_line, loads_vllm
 from entrypoint.lmi.lifecycle import Message, Receive, Scope, engine_stopped, watch_lifespan
-from entrypoint.lmi.translate import (
+from entrypoint.lmi.request import (
     CUSTOM_ATTRIBUTES_HEADER,
-    LMIError,
     LMIRequest,
-    LMIStreamTranslator,
     Schema,
     classify_body,
-    completion_to_lmi,
-    dumps_line,
-    loads_vllm,
     parse_custom_attributes,
     parse_lmi_request,
-    vllm_error_to_lmi,
 )
+from entrypoint.lmi.response import completion_to_lmi
+from entrypoint.lmi.stream import LMIStreamTranslator
 from entrypoint.lmi.warmup_gate import WarmupGate
 
 Send = Callable[[Message], Awaitable[None]]

@@ -23,7 +23,7 @@ from starlette.routing import Route
 from entrypoint.lmi import lifecycle, middleware
 from entrypoint.lmi.lifecycle import ENGINE_DIED_EXIT_CODE
 from entrypoint.lmi.middleware import LMIMiddleware
-from tests.entrypoint.lmi.test_translate import chunk, sse  # vLLM-shaped SSE events, as in the translation tests
+from tests.entrypoint.lmi.test_stream import chunk, sse  # vLLM-shaped SSE events, as in the stream tests
 
 
 class FakeEngine:

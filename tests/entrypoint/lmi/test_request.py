@@ -1,4 +1,4 @@
-"""The pure LMI ⇄ vLLM translation: tables of named cases plus hypothesis properties."""
+"""The client's side of the LMI layer: schema classification, LMI body → vLLM completion body, CustomAttributes."""
 
 from __future__ import annotations
 
@@ -10,22 +10,14 @@ import pytest
 from hypothesis import example, find, given, settings
 from hypothesis import strategies as st
 
-from entrypoint.lmi.translate import (
+from entrypoint.lmi.errors import LMIError
+from entrypoint.lmi.request import (
     LMI_DEFAULT_MAX_NEW_TOKENS,
     LMI_PARAMETERS,
-    LMIError,
-    LMIRequest,
-    LMIStreamTranslator,
     Schema,
     classify_body,
-    completion_to_lmi,
-    dumps_line,
-    finish_reason_to_lmi,
     parse_custom_attributes,
     parse_lmi_request,
-    split_chunk_tokens,
-    split_sse,
-    vllm_error_to_lmi,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -294,216 +286,6 @@ def test_the_fuzzed_bodies_also_reach_accepted_requests(with_parameter: bool) ->
 
 
 # ---------------------------------------------------------------------------------------------
-# finish_reason
-
-
-@pytest.mark.parametrize(
-    ("finish", "stop_reason", "lmi"),
-    [
-        pytest.param("length", None, "length", id="length stays length"),
-        pytest.param("stop", None, "eos_token", id="stop with no stop_reason is the EOS token"),
-        pytest.param("stop", 151643, "eos_token", id="stop on a stop token id is an EOS token"),
-        pytest.param("stop", "\n\n", "stop_sequence", id="stop on a string is a stop sequence"),
-        pytest.param(None, None, None, id="not finished"),
-        pytest.param("abort", None, "abort", id="unknown reasons pass through"),
-    ],
-)
-def test_finish_reason_reads_both_vllm_fields(finish: str | None, stop_reason: Any, lmi: str | None) -> None:
-    assert finish_reason_to_lmi(finish, stop_reason) == lmi
-
-
-# ---------------------------------------------------------------------------------------------
-# completion_to_lmi
-
-VLLM_ANSWER = {
-    "object": "text_completion",
-    "choices": [
-        {
-            "index": 0,
-            "text": " model How",
-            "logprobs": {"tokens": [" model", " How"], "token_logprobs": [-0.36, -0.37]},
-            "finish_reason": "stop",
-            "stop_reason": "END",
-            "token_ids": [335, 511],
-            "prompt_token_ids": [354, 81],
-            "prompt_logprobs": [None, {"81": {"logprob": -22.9, "rank": 347, "decoded_token": "o"}}],
-        }
-    ],
-}
-
-
-def test_completion_becomes_generated_text_only_without_details() -> None:
-    assert completion_to_lmi(VLLM_ANSWER, LMIRequest(completion={})) == {"generated_text": " model How"}
-
-
-def test_completion_details_carry_tokens_and_prefill() -> None:
-    req = LMIRequest(completion={}, details=True, decoder_input_details=True, seed=7)
-    assert completion_to_lmi(VLLM_ANSWER, req) == {
-        "generated_text": " model How",
-        "details": {
-            "finish_reason": "stop_sequence",
-            "generated_tokens": 2,
-            "seed": 7,
-            "tokens": [{"id": 335, "text": " model", "logprob": -0.36}, {"id": 511, "text": " How", "logprob": -0.37}],
-            "prefill": [{"id": 354, "text": None, "logprob": None}, {"id": 81, "text": "o", "logprob": -22.9}],
-        },
-    }
-
-
-def test_echoed_prompt_tokens_are_not_counted_as_generated() -> None:
-    choice = dict(VLLM_ANSWER["choices"][0])
-    choice["logprobs"] = {"tokens": ["Hell", "o", " model", " How"], "token_logprobs": [None, -22.9, -0.36, -0.37]}
-    answer = completion_to_lmi({"choices": [choice]}, LMIRequest(completion={}, details=True))
-    assert [t["text"] for t in answer["details"]["tokens"]] == [" model", " How"]
-    assert answer["details"]["generated_tokens"] == 2
-
-
-def test_batch_answers_are_a_list_in_input_order() -> None:
-    choices = [{"index": 1, "text": "b"}, {"index": 0, "text": "a"}]
-    answer = completion_to_lmi({"choices": choices}, LMIRequest(completion={}, batch=True))
-    assert answer == [{"generated_text": "a"}, {"generated_text": "b"}]
-
-
-# ---------------------------------------------------------------------------------------------
-# Errors
-
-
-@pytest.mark.parametrize(
-    ("status", "raw", "code", "message"),
-    [
-        pytest.param(
-            400,
-            b'{"error": {"message": "too long", "type": "BadRequestError", "code": 400}}',
-            400,
-            "Input parsing failed: too long",
-            id="vLLM's current error shape",
-        ),
-        pytest.param(400, b'{"object": "error", "message": "bad", "code": 400}', 400, "bad", id="older shape"),
-        pytest.param(422, b'{"detail": [{"loc": ["body"], "msg": "x"}]}', 422, '"msg": "x"', id="FastAPI 422"),
-        pytest.param(415, b'{"detail": "Unsupported Media Type"}', 415, "Unsupported Media Type", id="detail"),
-        pytest.param(500, b"Internal Server Error", 500, "Internal Server Error", id="plain text 500"),
-        pytest.param(503, b"", 503, "HTTP 503", id="empty body"),
-    ],
-)
-def test_vllm_errors_become_lmi_errors_with_the_same_status(status: int, raw: bytes, code: int, message: str) -> None:
-    error = vllm_error_to_lmi(status, raw)
-    assert error.code == code
-    assert message in error.message
-
-
-# ---------------------------------------------------------------------------------------------
-# Streaming
-
-
-def sse(*events: dict[str, Any] | str) -> bytes:
-    return b"".join(
-        b"data: " + (e.encode() if isinstance(e, str) else json.dumps(e).encode()) + b"\n\n" for e in events
-    )
-
-
-def chunk(text: str, ids: list[int], finish: str | None = None, stop_reason: Any = None) -> dict[str, Any]:
-    return {
-        "choices": [{"index": 0, "text": text, "token_ids": ids, "finish_reason": finish, "stop_reason": stop_reason}]
-    }
-
-
-def read_lines(data: bytes) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in data.decode().splitlines()]
-
-
-def test_stream_one_line_per_token_and_the_final_line_has_everything() -> None:
-    translator = LMIStreamTranslator(LMIRequest(completion={}, stream=True, details=True, seed=3))
-    out = translator.feed(sse(chunk(" a", [1]), chunk(" b", [2]), chunk(" c", [3], "stop", "c"), "[DONE]"))
-    lines = read_lines(out)
-    assert [line["token"]["id"] for line in lines] == [1, 2, 3]
-    assert [line["index"] for line in lines] == [0, 1, 2]
-    assert lines[0] == {
-        "index": 0,
-        "token": {"id": 1, "text": " a", "logprob": None},
-        "generated_text": None,
-        "details": None,
-    }
-    assert lines[-1]["generated_text"] == " a b c"
-    assert lines[-1]["details"]["finish_reason"] == "stop_sequence"
-    assert lines[-1]["details"]["generated_tokens"] == 3 and lines[-1]["details"]["seed"] == 3
-    assert translator.finished and translator.close() == b""
-
-
-@pytest.mark.parametrize(
-    ("event", "line"),
-    [
-        pytest.param(
-            {"error": {"message": "engine died", "code": 500}}, {"code": 500, "error": "engine died"}, id="nested"
-        ),
-        pytest.param(
-            {"object": "error", "message": "bad", "code": 400}, {"code": 400, "error": "bad"}, id="older flat"
-        ),
-        pytest.param({"error": {"message": "odd", "code": "x"}}, {"code": 500, "error": "odd"}, id="non-int code"),
-    ],
-)
-def test_stream_error_event_becomes_a_final_error_line(event: dict[str, Any], line: dict[str, Any]) -> None:
-    translator = LMIStreamTranslator(LMIRequest(completion={}, stream=True))
-    out = translator.feed(sse(chunk(" a", [1]), event, "[DONE]"))
-    assert read_lines(out)[-1] == line
-
-
-def test_stream_cut_short_ends_with_an_error_line() -> None:
-    translator = LMIStreamTranslator(LMIRequest(completion={}, stream=True))
-    lines = read_lines(translator.feed(sse(chunk(" a", [1]))) + translator.close())
-    assert lines[-1]["code"] == 500 and "before a finish reason" in lines[-1]["error"]
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    pieces=st.lists(st.tuples(st.text(max_size=4), st.lists(st.integers(0, 511), max_size=3)), max_size=8),
-    cuts=st.lists(st.integers(0, 10_000), max_size=6),
-    finish=st.sampled_from(["length", "stop"]),
-)
-def test_stream_is_split_anywhere_and_still_adds_up(
-    pieces: list[tuple[str, list[int]]], cuts: list[int], finish: str
-) -> None:
-    """However the bytes are cut, the lines' texts concatenate to the final generated_text, and the
-    token ids are exactly vLLM's, in order."""
-    events = [chunk(text, ids) for text, ids in pieces] + [chunk("", [], finish)]
-    raw = sse(*events, "[DONE]")
-    translator = LMIStreamTranslator(LMIRequest(completion={}, stream=True, details=True))
-    out = b""
-    start = 0
-    for cut in sorted(c % (len(raw) + 1) for c in cuts):
-        out += translator.feed(raw[start:cut])
-        start = max(start, cut)
-    out += translator.feed(raw[start:]) + translator.close()
-    lines = read_lines(out)
-    final = lines[-1]
-    tokens = [line["token"] for line in lines if line["token"] is not None]
-    assert final["generated_text"] == "".join(text for text, _ in pieces)
-    assert "".join(t["text"] for t in tokens) == final["generated_text"]
-    assert [t["id"] for t in tokens if t["id"] is not None] == [i for _, ids in pieces for i in ids]
-    assert final["details"]["generated_tokens"] == sum(len(ids) for _, ids in pieces)
-
-
-@given(
-    text=st.text(max_size=6),
-    ids=st.lists(st.integers(0, 9), min_size=1, max_size=4),
-    texts=st.none() | st.lists(st.text(max_size=3), max_size=4),
-)
-def test_split_chunk_tokens_texts_always_concatenate_to_the_chunk(
-    text: str, ids: list[int], texts: list[str] | None
-) -> None:
-    tokens = split_chunk_tokens(text, ids, texts, None)
-    assert [t["id"] for t in tokens] == ids
-    assert "".join(t["text"] for t in tokens) == text
-
-
-def test_split_sse_keeps_a_partial_event() -> None:
-    assert split_sse(b"data: 1\n\ndata: 2\n") == ([b"1"], b"data: 2\n")
-
-
-def test_split_sse_joins_multi_line_data_and_skips_comments() -> None:
-    assert split_sse(b": ping\n\ndata: a\ndata: b\n\nevent: x\ndata:c\n\n") == ([b"a\nb", b"c"], b"")
-
-
-# ---------------------------------------------------------------------------------------------
 # CustomAttributes
 
 
@@ -525,10 +307,3 @@ def test_custom_attributes(header: str | None, parsed: dict[str, str]) -> None:
 def test_custom_attributes_never_raise(header: str) -> None:
     parsed = parse_custom_attributes(header)
     assert all(key and key == key.strip() for key in parsed)
-
-
-@pytest.mark.parametrize("char", ["\x85", "\u2028", "\u2029", "\n", "\r"])
-def test_a_jsonlines_line_never_contains_a_raw_line_break(char: str) -> None:
-    line = dumps_line({"token": {"text": f"a{char}b"}})
-    assert len(line.decode().splitlines()) == 1
-    assert json.loads(line)["token"]["text"] == f"a{char}b"

@@ -1,0 +1,332 @@
+"""What the client sent to /invocations: which schema the body uses, and an LMI body → a vLLM completion body.
+
+Pure functions, no I/O; `entrypoint.lmi.middleware` calls them from inside vLLM's server:
+
+    /invocations body ─classify_body─▶ "inputs" ─parse_lmi_request─▶ vLLM /v1/completions body
+
+Bodies with "prompt" or "messages" are classified and then left untouched. The answer goes back through
+`response` (JSON) or `stream` (jsonlines). The LMI names and defaults follow djl-serving's vLLM handler
+(../shared/reference/lmi-sagemaker-contract.md).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from entrypoint.lmi.errors import LMIError, field_error
+
+LMI_DEFAULT_MAX_NEW_TOKENS = 30  # LMI's default; users complain it is short, but clients rely on it
+CUSTOM_ATTRIBUTES_HEADER = "x-amzn-sagemaker-custom-attributes"
+CUSTOM_ATTRIBUTES_MAX_CHARS = 1024  # SageMaker's own limit on CustomAttributes
+
+
+class Schema(StrEnum):
+    LMI = "inputs"  # TGI-style {"inputs", "parameters", "stream"}: translated
+    COMPLETION = "prompt"  # OpenAI completions: passed through
+    CHAT = "messages"  # OpenAI chat completions: passed through
+
+
+_JSON_TYPE_NAMES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
+
+
+# --------------------------------------------------------------------------------------------
+# Which schema a body uses
+
+
+class _NonFiniteConstant(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> Any:
+    """json.loads' hook for NaN, Infinity, -Infinity: Python accepts them, JSON (RFC 8259) does not."""
+    raise _NonFiniteConstant(f"{name} is not a JSON number; send a finite number")
+
+
+def _finite_float(literal: str) -> float:
+    """json.loads' hook for number literals with a fraction or exponent: 1e400 would become inf."""
+    value = float(literal)
+    if not math.isfinite(value):
+        raise _NonFiniteConstant(f"{literal[:40]} is out of the range of a double; send a finite number")
+    return value
+
+
+def _number_problem(exc: ValueError) -> str:
+    if isinstance(exc, _NonFiniteConstant):
+        return str(exc)
+    if "integer string conversion" in str(exc):
+        # Python refuses to convert longer integer literals (a CPU-exhaustion guard); its own message
+        # points at sys.set_int_max_str_digits, which means nothing to a client.
+        return f"body has an integer literal over {sys.get_int_max_str_digits()} digits"
+    return f"body is not valid JSON ({exc})"
+
+
+def classify_body(raw: bytes) -> tuple[Schema, dict[str, Any]]:
+    """Decode an /invocations body and say which schema it uses; LMIError(400) when none fits."""
+    if not raw.strip():
+        raise LMIError(
+            400, "Input parsing failed: empty request body; send a JSON object with 'inputs', 'prompt' or 'messages'"
+        )
+    try:
+        body = json.loads(raw, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise LMIError(400, f"Input parsing failed: body is not valid JSON ({exc})") from None
+    except RecursionError:  # b"[" * 100000: the decoder recurses per level
+        raise LMIError(400, "Input parsing failed: body nests JSON arrays/objects too deeply") from None
+    except ValueError as exc:  # an integer literal over sys.get_int_max_str_digits(), or NaN/Infinity
+        raise LMIError(400, f"Input parsing failed: {_number_problem(exc)}") from None
+    if not isinstance(body, dict):
+        raise LMIError(
+            400,
+            f"Input parsing failed: body must be a JSON object with 'inputs', 'prompt' or 'messages', "
+            f"got a JSON {_JSON_TYPE_NAMES.get(type(body), type(body).__name__)}",
+        )
+    present = [schema for schema in Schema if schema.value in body]
+    if not present:
+        keys = ", ".join(sorted(map(str, body))[:10]) or "none"
+        raise LMIError(
+            400,
+            f"Input parsing failed: body must contain prompt, inputs, or messages (keys found: {keys})",
+        )
+    if len(present) > 1:
+        both = " and ".join(repr(s.value) for s in present)
+        raise LMIError(400, f"Input parsing failed: body has both {both}; send exactly one of them")
+    return present[0], body
+
+
+# --------------------------------------------------------------------------------------------
+# LMI request → vLLM completion request
+
+
+@dataclass(frozen=True)
+class LMIRequest:
+    """A validated LMI request and the vLLM completion body it became."""
+
+    completion: dict[str, Any]  # JSON body for vLLM's completions handler
+    stream: bool = False
+    batch: bool = False  # "inputs" was a list: the answer is a list, one object per input
+    details: bool = False
+    decoder_input_details: bool = False
+    seed: int | None = None
+    # return_full_text when streaming: vLLM does not echo the prompt in a stream, so the final
+    # line's generated_text gets it prepended here.
+    stream_prefix: str = ""
+
+
+# Fields the translation itself sets: a user sending them in "parameters" gets a 400 that names
+# the LMI way to say it, instead of a silent override either way.
+_RESERVED = {
+    "prompt": "top-level 'inputs'",
+    "stream": "top-level 'stream'",
+    "stream_options": "top-level 'stream'",
+    "model": "no model name (the server serves one model)",
+    "max_tokens": "max_new_tokens",
+    "echo": "return_full_text",
+    "logprobs": "details",
+    "prompt_logprobs": "decoder_input_details",
+    "truncate_prompt_tokens": "truncate",
+    "ignore_eos": "ignore_eos_token",
+    "return_token_ids": "details",
+    "return_tokens_as_token_ids": "details",
+    "n": "one generation per input (send a list of inputs for several)",
+    "best_of": "one generation per input",
+}
+
+
+# The "parameters" parse_lmi_request translates itself; any other key goes to vLLM by name.
+LMI_PARAMETERS = frozenset(
+    {
+        "max_new_tokens",
+        "temperature",
+        "top_p",
+        "top_k",
+        "repetition_penalty",
+        "seed",
+        "truncate",
+        "do_sample",
+        "details",
+        "decoder_input_details",
+        "return_full_text",
+        "ignore_eos_token",
+        "stop",
+        "stop_sequences",
+    }
+)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return (_is_int(value) or isinstance(value, float)) and math.isfinite(value)  # type: ignore[arg-type]
+
+
+def _want_bool(params: Mapping[str, Any], name: str) -> bool | None:
+    value = params.get(name)
+    if value is None or isinstance(value, bool):
+        return value
+    raise field_error(f"parameters.{name}", value, "true or false")
+
+
+def _want_int(params: Mapping[str, Any], name: str, minimum: int) -> int | None:
+    value = params.get(name)
+    if value is None:
+        return None
+    if not _is_int(value) or value < minimum:
+        raise field_error(f"parameters.{name}", value, f"an integer >= {minimum}")
+    return value
+
+
+def _want_number(params: Mapping[str, Any], name: str, low: float, high: float, low_open: bool) -> float | None:
+    value = params.get(name)
+    if value is None:
+        return None
+    bracket = "(" if low_open else "["
+    if not _is_number(value) or value < low or (low_open and value == low) or value > high:
+        upper = "inf" if math.isinf(high) else f"{high:g}"
+        raise field_error(f"parameters.{name}", value, f"a number in {bracket}{low:g}, {upper}]")
+    return float(value)
+
+
+def _stop_list(params: Mapping[str, Any]) -> list[str]:
+    stops: list[str] = []
+    for name in ("stop_sequences", "stop"):
+        value = params.get(name)
+        if value is None:
+            continue
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(isinstance(s, str) and s for s in value):
+            raise field_error(f"parameters.{name}", value, "a non-empty string or a list of non-empty strings")
+        stops.extend(s for s in value if s not in stops)
+    return stops
+
+
+def _has_non_finite(value: object) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_has_non_finite(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_has_non_finite(item) for item in value)
+    return False
+
+
+def parse_lmi_request(body: Mapping[str, Any]) -> LMIRequest:
+    """Validate an LMI body and build the vLLM completion request; LMIError(400) names the field."""
+    inputs = body.get("inputs")
+    batch = isinstance(inputs, list)
+    if batch:
+        if not inputs or not all(isinstance(item, str) for item in inputs):
+            raise field_error("inputs", inputs, "a string, or a non-empty list of strings")
+    elif not isinstance(inputs, str):
+        raise field_error("inputs", inputs, "a string, or a non-empty list of strings")
+
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise field_error("stream", stream, "true or false")
+    if stream and batch:
+        raise field_error("stream", stream, "false when 'inputs' is a list (streaming takes one input)")
+
+    params = body.get("parameters")
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise field_error("parameters", params, "a JSON object")
+    for name in params:
+        if name in _RESERVED:
+            raise LMIError(
+                400,
+                f"Input parsing failed: parameters.{name} is set by the LMI translation; "
+                f"accepted instead: {_RESERVED[name]}",
+            )
+
+    max_new_tokens = _want_int(params, "max_new_tokens", 1)
+    temperature = _want_number(params, "temperature", 0.0, math.inf, low_open=False)
+    top_p = _want_number(params, "top_p", 0.0, 1.0, low_open=True)
+    top_k = _want_int(params, "top_k", -1)
+    repetition_penalty = _want_number(params, "repetition_penalty", 0.0, math.inf, low_open=True)
+    seed = params.get("seed")
+    if seed is not None and not _is_int(seed):
+        raise field_error("parameters.seed", seed, "an integer")
+    truncate = _want_int(params, "truncate", 1)
+    do_sample = _want_bool(params, "do_sample")
+    details = bool(_want_bool(params, "details"))
+    decoder_input_details = bool(_want_bool(params, "decoder_input_details"))
+    return_full_text = bool(_want_bool(params, "return_full_text"))
+    ignore_eos = bool(_want_bool(params, "ignore_eos_token"))
+    stops = _stop_list(params)
+
+    # Any other key is a vLLM sampling field passed through by name (LMI does the same); vLLM
+    # validates it and its 400 comes back in LMI's shape. What we forward must be JSON, so a
+    # non-finite number (a caller that built the dict itself; classify_body refuses them) is a 400.
+    completion: dict[str, Any] = {k: v for k, v in params.items() if k not in LMI_PARAMETERS}
+    for name, value in completion.items():
+        if _has_non_finite(value):
+            raise field_error(f"parameters.{name}", value, "JSON values with finite numbers")
+    completion["prompt"] = inputs
+    completion["max_tokens"] = LMI_DEFAULT_MAX_NEW_TOKENS if max_new_tokens is None else max_new_tokens
+    # LMI's do_sample defaults to false: greedy unless the client asks for sampling, either with
+    # do_sample=true or by giving a temperature. do_sample=false wins over a temperature.
+    if do_sample is False or (do_sample is None and temperature is None):
+        completion["temperature"] = 0.0
+    elif temperature is not None:
+        completion["temperature"] = temperature
+    for name, value in (("top_p", top_p), ("top_k", top_k), ("repetition_penalty", repetition_penalty)):
+        if value is not None:
+            completion[name] = value
+    if seed is not None:
+        completion["seed"] = seed
+    if stops:
+        completion["stop"] = stops
+    if truncate is not None:
+        completion["truncate_prompt_tokens"] = truncate
+    if ignore_eos:
+        completion["ignore_eos"] = True
+    if return_full_text and not stream:
+        completion["echo"] = True
+    if details:
+        completion["logprobs"] = 0  # the sampled token's logprob only
+    if decoder_input_details and not stream:
+        completion["prompt_logprobs"] = 0
+    if details or decoder_input_details or stream:
+        completion["return_token_ids"] = True  # ids for details.tokens and stream token lines
+    if stream:
+        completion["stream"] = True
+    return LMIRequest(
+        completion=completion,
+        stream=stream,
+        batch=batch,
+        details=details,
+        decoder_input_details=decoder_input_details and not stream,
+        seed=seed,
+        stream_prefix=inputs if stream and return_full_text and isinstance(inputs, str) else "",
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# SageMaker CustomAttributes
+
+
+def parse_custom_attributes(header: str | None) -> dict[str, str]:
+    """`X-Amzn-SageMaker-Custom-Attributes: k=v;k2=v2` → {"k": "v", "k2": "v2"}.
+
+    SageMaker passes the client's string through unchecked (up to 1024 characters), so nothing
+    here raises: an entry without "=" becomes a key with an empty value, blanks are dropped, the
+    first occurrence of a key wins.
+    """
+    if not header:
+        return {}
+    attributes: dict[str, str] = {}
+    for entry in header[:CUSTOM_ATTRIBUTES_MAX_CHARS].split(";"):
+        key, _, value = entry.partition("=")
+        key = key.strip()
+        if key and key not in attributes:
+            attributes[key] = value.strip()
+    return attributes

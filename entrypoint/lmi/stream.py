@@ -1,0 +1,134 @@
+"""vLLM's completion server-sent events → LMI's application/jsonlines, one token a line, chunk by chunk."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from entrypoint.lmi.errors import LMIError, error_from_stream_event
+from entrypoint.lmi.json_io import dumps_line, loads_vllm
+from entrypoint.lmi.request import LMIRequest
+from entrypoint.lmi.response import lmi_details
+
+
+def split_sse(data: bytes) -> tuple[list[bytes], bytes]:
+    """Complete `data:` payloads in `data`, and the partial event left at its end."""
+    events = data.split(b"\n\n")
+    rest = events.pop()
+    payloads = []
+    for event in events:
+        if event.startswith(b"data: ") and b"\n" not in event:  # vLLM's one-line events: fast path
+            payloads.append(event[6:])
+            continue
+        lines = [line[5:].lstrip(b" ") for line in event.split(b"\n") if line.startswith(b"data:")]
+        if lines:
+            payloads.append(b"\n".join(lines))
+    return payloads, rest
+
+
+def split_chunk_tokens(
+    text: str, token_ids: list[int], token_texts: list[str] | None, token_logprobs: list[float | None] | None
+) -> list[dict[str, Any]]:
+    """One LMI token object per generated token of one vLLM stream chunk.
+
+    vLLM usually sends one token per chunk. When it sends several (the detokenizer held back an
+    incomplete UTF-8 sequence), each token gets its own line; the per-token texts come from the
+    logprobs when they add up to the chunk's text, otherwise the whole text rides on the last
+    token — so the concatenated token texts always equal the generated text.
+    """
+    if not token_ids:
+        return []
+    n = len(token_ids)
+    if token_texts is not None and len(token_texts) == n and "".join(token_texts) == text:
+        texts = list(token_texts)
+    else:
+        texts = [""] * (n - 1) + [text]
+    values: list[float | None] = (
+        list(token_logprobs) if token_logprobs is not None and len(token_logprobs) == n else [None] * n
+    )
+    return [{"id": token_id, "text": texts[i], "logprob": values[i]} for i, token_id in enumerate(token_ids)]
+
+
+@dataclass
+class LMIStreamTranslator:
+    """Turns vLLM's completion SSE bytes into LMI jsonlines bytes, chunk by chunk.
+
+    Line shape: {"index": i, "token": {"id", "text", "logprob"}, "generated_text": null,
+    "details": null}; the last line carries generated_text (and details when asked). An error
+    event becomes a final {"code": N, "error": "..."} line.
+    """
+
+    req: LMIRequest
+    _rest: bytes = b""
+    _text: list[str] = field(default_factory=list)
+    _tokens: list[dict[str, Any]] = field(default_factory=list)
+    _index: int = 0
+    _pending: str = ""
+    finished: bool = False  # the final line (answer or error) has been produced
+
+    def feed(self, data: bytes) -> bytes:
+        payloads, self._rest = split_sse(self._rest + data)
+        lines: list[dict[str, Any]] = []
+        for payload in payloads:
+            if self.finished or payload == b"[DONE]":
+                continue
+            try:
+                event = loads_vllm(payload)
+            except ValueError:
+                lines.append(self._fail(LMIError(500, "vLLM sent an unreadable stream event")))
+                continue
+            lines.extend(self._on_event(event))
+        return _jsonlines(lines)
+
+    def close(self) -> bytes:
+        """The stream ended: emits a final error line when vLLM stopped without finishing."""
+        return self.fail(LMIError(500, "generation ended before a finish reason was sent"))
+
+    def fail(self, error: LMIError) -> bytes:
+        """A final error line for a failure outside the stream (an exception in the server)."""
+        if self.finished:
+            return b""
+        return _jsonlines([self._fail(error)])
+
+    def _fail(self, error: LMIError) -> dict[str, Any]:
+        self.finished = True
+        return error.body()
+
+    def _on_event(self, event: Mapping[str, Any]) -> list[dict[str, Any]]:
+        error = error_from_stream_event(event)
+        if error is not None:
+            return [self._fail(error)]
+        lines: list[dict[str, Any]] = []
+        for choice in event.get("choices") or []:
+            text = choice.get("text") or ""
+            self._text.append(text)
+            # Text that came without a token (vLLM flushing held-back text) rides on the next
+            # token line, so the lines' texts always add up to generated_text.
+            text, self._pending = self._pending + text, ""
+            logprobs = choice.get("logprobs") or {}
+            tokens = split_chunk_tokens(
+                text, list(choice.get("token_ids") or []), logprobs.get("tokens"), logprobs.get("token_logprobs")
+            )
+            finish = choice.get("finish_reason")
+            if not tokens and text:
+                if finish is None:
+                    self._pending = text
+                else:  # nothing left to carry it: a text-only line (id null) ends the stream
+                    tokens = [{"id": None, "text": text, "logprob": None}]
+            for token in tokens:
+                lines.append({"index": self._index, "token": token, "generated_text": None, "details": None})
+                self._index += 1
+            self._tokens.extend(t for t in tokens if t["id"] is not None)
+            if finish is not None:
+                final = lines.pop() if lines else {"index": self._index, "token": None, "details": None}
+                final["generated_text"] = self.req.stream_prefix + "".join(self._text)
+                if self.req.details:
+                    final["details"] = lmi_details(choice, self.req, self._tokens)
+                lines.append(final)
+                self.finished = True
+        return lines
+
+
+def _jsonlines(lines: list[dict[str, Any]]) -> bytes:
+    return b"".join(dumps_line(line) + b"\n" for line in lines)

@@ -1,0 +1,80 @@
+"""vLLM's completion answer → LMI's answer: finish reasons, details, batches."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from entrypoint.lmi.request import LMIRequest
+from entrypoint.lmi.response import completion_to_lmi, finish_reason_to_lmi
+
+# ---------------------------------------------------------------------------------------------
+# finish_reason
+
+
+@pytest.mark.parametrize(
+    ("finish", "stop_reason", "lmi"),
+    [
+        pytest.param("length", None, "length", id="length stays length"),
+        pytest.param("stop", None, "eos_token", id="stop with no stop_reason is the EOS token"),
+        pytest.param("stop", 151643, "eos_token", id="stop on a stop token id is an EOS token"),
+        pytest.param("stop", "\n\n", "stop_sequence", id="stop on a string is a stop sequence"),
+        pytest.param(None, None, None, id="not finished"),
+        pytest.param("abort", None, "abort", id="unknown reasons pass through"),
+    ],
+)
+def test_finish_reason_reads_both_vllm_fields(finish: str | None, stop_reason: Any, lmi: str | None) -> None:
+    assert finish_reason_to_lmi(finish, stop_reason) == lmi
+
+
+# ---------------------------------------------------------------------------------------------
+# completion_to_lmi
+
+VLLM_ANSWER = {
+    "object": "text_completion",
+    "choices": [
+        {
+            "index": 0,
+            "text": " model How",
+            "logprobs": {"tokens": [" model", " How"], "token_logprobs": [-0.36, -0.37]},
+            "finish_reason": "stop",
+            "stop_reason": "END",
+            "token_ids": [335, 511],
+            "prompt_token_ids": [354, 81],
+            "prompt_logprobs": [None, {"81": {"logprob": -22.9, "rank": 347, "decoded_token": "o"}}],
+        }
+    ],
+}
+
+
+def test_completion_becomes_generated_text_only_without_details() -> None:
+    assert completion_to_lmi(VLLM_ANSWER, LMIRequest(completion={})) == {"generated_text": " model How"}
+
+
+def test_completion_details_carry_tokens_and_prefill() -> None:
+    req = LMIRequest(completion={}, details=True, decoder_input_details=True, seed=7)
+    assert completion_to_lmi(VLLM_ANSWER, req) == {
+        "generated_text": " model How",
+        "details": {
+            "finish_reason": "stop_sequence",
+            "generated_tokens": 2,
+            "seed": 7,
+            "tokens": [{"id": 335, "text": " model", "logprob": -0.36}, {"id": 511, "text": " How", "logprob": -0.37}],
+            "prefill": [{"id": 354, "text": None, "logprob": None}, {"id": 81, "text": "o", "logprob": -22.9}],
+        },
+    }
+
+
+def test_echoed_prompt_tokens_are_not_counted_as_generated() -> None:
+    choice = dict(VLLM_ANSWER["choices"][0])
+    choice["logprobs"] = {"tokens": ["Hell", "o", " model", " How"], "token_logprobs": [None, -22.9, -0.36, -0.37]}
+    answer = completion_to_lmi({"choices": [choice]}, LMIRequest(completion={}, details=True))
+    assert [t["text"] for t in answer["details"]["tokens"]] == [" model", " How"]
+    assert answer["details"]["generated_tokens"] == 2
+
+
+def test_batch_answers_are_a_list_in_input_order() -> None:
+    choices = [{"index": 1, "text": "b"}, {"index": 0, "text": "a"}]
+    answer = completion_to_lmi({"choices": choices}, LMIRequest(completion={}, batch=True))
+    assert answer == [{"generated_text": "a"}, {"generated_text": "b"}]
