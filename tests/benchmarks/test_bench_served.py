@@ -24,7 +24,7 @@ import pytest
 from benchmarks.e2e import httpload, logparse, report, runner, served, tokenizer
 from benchmarks.e2e.backends import TUNED_ENV, EngineSetup
 from benchmarks.e2e.logparse import start_durations
-from entrypoint.planning import build_plan
+from entrypoint.inputs.gather import build_plan
 from entrypoint.serve import vllm_command, vllm_environment
 from tests.conftest_paths import REPO
 
@@ -123,7 +123,7 @@ def test_start_durations_read_vllms_own_lines() -> None:
 
 
 def test_process_gaps_split_what_vllm_does_not_time_by_its_log_stamps() -> None:
-    # the head of 2026-12-03's warm start with fork (raw/2026-12-03/engines.log.gz), launched 26 s before its first line
+    # the head of 2026-12-03's warm start with fork (that run's engines.log), launched 26 s before its first line
     log = "\n".join([
         "INFO 12-03 06:39:48 [hook.py:83] moe_kernel=project: ... dispatches to ops.fused_moe_fp8 by token count",
         "(APIServer pid=3462) INFO 12-03 06:39:48 [api_utils.py:345]  version 0.26.0",

@@ -74,9 +74,9 @@ def test_each_sample_gets_the_clocks_and_cpu_of_its_own_window(step: Path) -> No
 
 
 def test_reads_a_real_step_without_a_host_cpu_file(tmp_path: Path) -> None:
-    """2026-12-03b's Mixtral step, as filed: nvidia-smi's own CSV (gzipped), three engines, 72 samples."""
+    """2026-12-03b's Mixtral step, as filed: nvidia-smi's own CSV, three engines, 72 samples."""
     rows = rep_conditions.conditions(
-        [RAW_MIXTRAL / "h200_e2e_raw.json.gz"], rep_conditions.read_gpu_clocks(RAW_MIXTRAL / "gpu_clocks.csv.gz"), []
+        [RAW_MIXTRAL / "h200_e2e_raw.json"], rep_conditions.read_gpu_clocks(RAW_MIXTRAL / "gpu_clocks.csv"), []
     )
     assert len(rows) == 72 and {r.engine for r in rows} == {"plan", "triton", "auto"}
     assert all(r.gpu_lines >= 1 and r.sm_mhz_mean and r.sm_mhz_mean > 1800 for r in rows)
