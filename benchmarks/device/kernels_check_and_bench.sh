@@ -1,17 +1,14 @@
 #!/usr/bin/env bash
-# The ONE H200 run for issue 7 (our FP8 fused MoE + fused RoPE/FP8): correctness, then benchmarks.
-# Run from the repository root; torch 2.11 + Triton 3.6 from the host image; vLLM 0.26 optional
-# (offline bundle at PYTHONPATH=/root/site; without it the MoE bench compares ours vs CUTLASS vs floor).
+# Our kernels on one H200 (our FP8 fused MoE + fused RoPE/FP8): correctness, then benchmarks.
+# Run from the repository root with the image's torch and Triton; vLLM optional (the offline bundle at
+# VLLM_SITE, default /root/site; without it the MoE bench compares ours vs CUTLASS vs the HBM floor).
 #
-#   bash benchmarks/device/kernels_check_and_bench.sh            (≤ 15 min; every stage has its own timeout: run it in
-#                                                             the background and collect in a second call)
+#   bash benchmarks/device/kernels_check_and_bench.sh            (≤ 15 min; every stage has its own timeout)
 #
 # Stages, each guarded (a failure is logged and the next stage still runs):
 #   1 preflight   GPU, versions, vLLM importable?
 #   2 gpu-tests   python3 -m pytest -m gpu tests/ops  (real model shapes, both routing modes; real JIT
 #                 compile count of the RoPE kernel)                                    ≤ 150 s
-#   2b diag-block (DIAG=1) benchmarks.device.diag_block_dynamic → diag_block_dynamic.json              ≤ 150 s
-#   2c quant-step benchmarks.device.diag_quant_step: one K step's scales/codes, '/' vs tl.div_rn        ≤ 60 s
 #   3 rope-bench  benchmarks.kernels.bench_rope_fp8 → h200_rope_fp8.csv                       ≤ 45 s
 #   4 moe-bench   benchmarks.kernels.bench_fused_moe → h200_fused_moe.{csv,md,png}            ≤ 300 s
 #                 (CSV/MD rewritten after every shape, so a timeout keeps the finished shapes)
@@ -22,7 +19,7 @@
 #   5 sweep       benchmarks.kernels.fused_moe_fp8_sweep: every candidate_configs entry at M = 1, 2, 4, 8 on the
 #                 three issue-7 goal shapes → fused_moe_fp8_sweep.{csv,md}, fused_moe_fp8_best.json  ≤ 150 s
 # Results land in $OUT: the CSVs/PNG/MD/JSON, and every log (run, gpu_tests + junit xml, rope, moe, sweep) in
-# $OUT/logs (or, with LOGS set elsewhere, packed into $OUT/logs.tar.gz: 8 files at most come back per call).
+# $OUT/logs (or, with LOGS set elsewhere, packed into $OUT/logs.tar.gz: one file to copy off the host).
 # A short table is printed last.
 set -uo pipefail
 
@@ -32,8 +29,8 @@ export PYTHONPATH="$PWD:${VLLM_SITE:-/root/site}${PYTHONPATH:+:$PYTHONPATH}"
 export VLLM_LOGGING_LEVEL=${VLLM_LOGGING_LEVEL:-WARNING}
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/root/triton-ours-cache}
 PY=${PY:-python3}
-# Logs inside $OUT/logs by default: a run cut by its caller's timeout still returns them (h200_session.sh tars
-# the whole step folder). Run alone on the device, pass LOGS=$(mktemp -d) to keep $OUT at ≤ 8 files.
+# Logs inside $OUT/logs by default: a run cut by its caller's timeout still leaves them (run_queue.sh packs
+# the whole step folder). Pass LOGS=$(mktemp -d) to get them as one logs.tar.gz in $OUT instead.
 LOGS=${LOGS:-$OUT/logs}
 mkdir -p "$LOGS"
 LOG="$LOGS/run.log"
@@ -66,13 +63,9 @@ except Exception as exc:
     print("vllm not importable:", type(exc).__name__, exc)
 PY
 
-# SKIP_TESTS=1: the session ran `make test-gpu` (scripts/test_gpu.sh) already; only the benches run here
+# SKIP_TESTS=1: `make test-gpu` (scripts/test_gpu.sh) ran already; only the benches run here
 [ "${SKIP_TESTS:-0}" = 1 ] || stage gpu-tests 150 "$LOGS/gpu_tests.log" \
   "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/ops --junitxml="$LOGS/gpu_tests.xml" --maxfail=10
-# diag-block found the cause (2026-11-30b logs); set DIAG=1 to run it again
-[ "${DIAG:-0}" = 1 ] && stage diag-block 150 "$LOGS/diag_block.log" "$PY" -m benchmarks.device.diag_block_dynamic --out "$OUT"
-# the cause (approximate '/' on the GPU) at the level of one K step: '/' vs ops/fp8_quant.py, against PyTorch
-stage quant-step 60 "$LOGS/quant_step.log" "$PY" -m benchmarks.device.diag_quant_step
 stage rope-bench 45 "$LOGS/rope.log" "$PY" -m benchmarks.kernels.bench_rope_fp8 --out "$OUT"
 stage moe-bench 300 "$LOGS/moe.log" "$PY" -m benchmarks.kernels.bench_fused_moe --out "$OUT" --sweep-max-m 1
 if [ -f "$OUT/h200_fused_moe.csv" ] && grep -q "NVIDIA" "$OUT/h200_fused_moe.csv"; then

@@ -59,31 +59,6 @@ def test_the_compile_check_catches_what_the_interpreter_accepts(tmp_path):
     assert "FP8_MAX" in proc.stderr
 
 
-PRECISE_SCRIPT = """
-import json, re
-from triton.runtime.driver import driver
-from ops import fused_moe_fp8_aot as A
-from kernels.aot import Sm90Driver
-from benchmarks.device.diag_block_dynamic import fp8_accumulation
-driver.set_active(Sm90Driver())
-seen = {}
-for precise in (False, True, False):  # back to the default: the switch must not stick
-    with fp8_accumulation(precise):
-        kernel, grid, args, kwargs = A.launches(A.CASES[2])[0]  # DeepSeek-V3 block dynamic, GEMM1
-        ttgir = kernel.warmup(*args, grid=grid, **kwargs).asm["ttgir"]
-    seen.setdefault(str(precise), []).append(sorted(set(re.findall(r"maxNumImpreciseAcc = (\\d+)", ttgir))))
-print(json.dumps(seen))
-"""
-
-
-def test_the_block_dynamic_diagnostic_really_switches_fp8_accumulation(tmp_path):
-    """benchmarks/device/diag_block_dynamic.py compares Triton's default (imprecise) FP8 accumulation on sm_90
-    with precise accumulation: the second compile must differ, and the default must come back after it."""
-    seen = _script_json(tmp_path, PRECISE_SCRIPT)
-    assert seen["False"] == [[str(2**30)], [str(2**30)]]  # Triton's sm_90 default (3.6 and 3.7.1), before and after
-    assert seen["True"] == [[]]  # precise: no imprecise-accumulation attribute on the dots
-
-
 DIVISION_SCRIPT = """
 import json, re
 from triton.runtime.driver import driver
