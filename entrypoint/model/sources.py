@@ -23,9 +23,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from entrypoint.errors import ConfigError
-from entrypoint.model.describe import CONFIG_FILE, HF_QUANT_CONFIG_FILE
+from entrypoint.model.config_json import CONFIG_FILE, HF_QUANT_CONFIG_FILE
 from entrypoint.model.s3 import MODEL_KEY, S3Location, read_s3_object, s3_client, sync_s3_prefix
+from entrypoint.utils.errors import ConfigError
 
 ACCEPTED_MODELS = (
     "a local directory containing config.json (default /opt/ml/model)",
