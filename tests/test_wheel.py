@@ -1,6 +1,7 @@
 """The wheel of this project holds exactly what the image ships: entrypoint (and its subpackages),
 sagemaker_deploy, kernels with its tuned configs and dispatch table, and ops (our kernels, run by the engine plugin);
-never tools, benchmarks or tests.
+never tools, benchmarks, tests, or kernel_checks (our kernels' float64 references and problem generators, which
+tests and benchmarks use and the image does not).
 
 The image installs the project with `pip install --no-deps --no-build-isolation .` (docker/install_project.sh);
 this builds the same wheel the same way, from a copy of the checkout (so a stale build/lib cannot leak files into
@@ -21,7 +22,7 @@ from tests.conftest_paths import REPO
 from tests.docker.build_context import checkout_files
 
 SHIPPED = ("entrypoint", "sagemaker_deploy", "kernels", "ops")
-NEVER = ("tools", "benchmarks", "tests")
+NEVER = ("tools", "benchmarks", "tests", "kernel_checks")
 DIST_INFO = re.compile(r"^moe_serving-[^/]+\.dist-info/")
 
 
@@ -59,6 +60,17 @@ def test_the_wheel_holds_the_shipped_packages_and_nothing_else(wheel_files: set[
 
 def test_no_module_of_tools_benchmarks_or_tests_is_in_the_wheel(wheel_files: set[str]) -> None:
     leaked = sorted(name for name in wheel_files if name.split("/")[0] in NEVER)
+    assert leaked == []
+
+
+def test_the_kernel_references_and_problem_generators_are_not_in_the_wheel(wheel_files: set[str]) -> None:
+    # They shipped inside ops until issue 30: float64 references and random inputs run in tests, never in the engine.
+    assert {"kernel_checks/reference.py", "kernel_checks/problems.py"} <= set(checkout_files())
+    leaked = sorted(
+        name
+        for name in wheel_files
+        if name.startswith("kernel_checks/") or name in ("ops/reference.py", "ops/problems.py")
+    )
     assert leaked == []
 
 

@@ -33,9 +33,9 @@ def check(cache_dir: Path, table: DispatchTable, shapes: set[str] | None) -> dic
     os.environ["TRITON_CACHE_DIR"] = str(cache_dir.resolve())  # before Triton's cache manager first looks
     import torch
 
+    from kernel_checks.problems import fused_moe_problem
     from ops.fused_moe_fp8 import fused_moe_fp8
     from ops.fused_moe_fp8_aot import table_cases
-    from ops.problems import fused_moe_problem
 
     cases = table_cases(table, shapes)
     per_case: dict[str, int] = {}

@@ -84,9 +84,9 @@ def sweep_configs(m: int, s: Any) -> list[Any]:
 
 def bench_shape(key: str, ms: tuple[int, ...], bw: float, have_vllm: bool, sweep_max_m: int) -> list[dict]:
     from benchmarks.kernels.bench_moe_configs import GroupedMMBaseline
+    from kernel_checks.reference import rel_err
     from kernels.shapes import shape_by_key
     from ops.fused_moe_fp8 import default_config, fused_moe_fp8
-    from ops.reference import rel_err
 
     s = shape_by_key(key)
     problem = moe_harness.MoEProblem(s) if have_vllm else moe_harness.PlainMoEProblem(s)

@@ -25,10 +25,10 @@ from typing import Any
 import torch
 
 from benchmarks.paths import KERNEL_RESULTS
+from kernel_checks.reference import rel_err
 from kernels.aot import config_source
 from kernels.config_files import CONFIG_DIR, lookup, read_config_file
 from kernels.shapes import SHIPPED, KernelShape, shape_by_key
-from ops.reference import rel_err
 from tools import moe_harness
 from tools.measure import graph_us, hbm_read_gbs, run_preamble
 from tools.tune import tile_id

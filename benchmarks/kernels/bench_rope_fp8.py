@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("bench_rope_fp8 needs an NVIDIA GPU", file=sys.stderr)
         return 2
-    from ops.problems import rope_cos_sin_cache
+    from kernel_checks.problems import rope_cos_sin_cache
     from ops.rope_fp8 import jit_binaries, rope_fp8, rope_fp8_kernel
 
     bw = hbm_read_gbs()

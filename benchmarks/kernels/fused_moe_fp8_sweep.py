@@ -6,7 +6,7 @@
 Same timing as benchmarks/kernels/bench_fused_moe.py (tools/measure.py `graph_us`): R calls on R different uniform
 routings captured in one CUDA graph, R chosen so the touched weights are ≥ 3× L2 per replay (weights
 stream from HBM, the "L2 flush"), median µs per call. Every candidate is first checked against the
-float64 reference (ops/reference.py) on one routing: a config that is fast but wrong is reported
+float64 reference (kernel_checks/reference.py) on one routing: a config that is fast but wrong is reported
 and never picked. vLLM's Triton kernel (this project's tuned tiles) is timed on the same problem when
 vLLM is importable. Writes `fused_moe_fp8_sweep.csv` (one row per candidate, plus `vllm` rows) and
 `fused_moe_fp8_best.json` ({"shape": {"M": config fields}}) after every (shape, M), so a run cut short
@@ -36,8 +36,8 @@ MAX_REL_ERR = 2e-2  # bf16 output vs the float64 reference that rounds like the 
 
 
 def _reference_err(problem: Any, batch: list, scales: dict, act: str, cfg: Any, ref: torch.Tensor) -> float:
+    from kernel_checks.reference import rel_err
     from ops.fused_moe_fp8 import fused_moe_fp8
-    from ops.reference import rel_err
 
     x, w, ids = batch[0]
     out = torch.full_like(x, float("nan"))  # poisoned: every element must be written
@@ -46,9 +46,9 @@ def _reference_err(problem: Any, batch: list, scales: dict, act: str, cfg: Any, 
 
 
 def sweep_shape(key: str, ms: list[int], bw: float, have_vllm: bool, deadline: float, rows: list[dict]) -> dict:
+    from kernel_checks.reference import fused_moe_reference
     from kernels.shapes import shape_by_key
     from ops.fused_moe_fp8 import candidate_configs, fused_moe_fp8
-    from ops.reference import fused_moe_reference
 
     s = shape_by_key(key)
     problem = moe_harness.MoEProblem(s) if have_vllm else moe_harness.PlainMoEProblem(s)

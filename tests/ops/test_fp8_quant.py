@@ -15,9 +15,9 @@ import torch
 import triton
 import triton.language as tl
 
+from kernel_checks.problems import bf16_rows
+from kernel_checks.reference import quantize_fp8
 from ops.fp8_quant import _divide, _refine, dynamic_scale, quantize
-from ops.problems import bf16_rows
-from ops.reference import quantize_fp8
 from tests.ops.conftest import DEVICE
 
 FP8 = torch.float8_e4m3fn

@@ -15,11 +15,11 @@ import torch
 import triton
 import triton.language as tl
 
+from kernel_checks.problems import fused_moe_problem
+from kernel_checks.reference import MOE_TOLERANCE, fused_moe_reference, rel_err
 from ops import fused_moe_fp8 as F
 from ops.fused_moe_fp8 import MoEKernelConfig, candidate_configs, default_config, fused_moe_fp8
 from ops.moe_routing import expert_pair_list, routing_histogram, use_pair_mode
-from ops.problems import fused_moe_problem
-from ops.reference import MOE_TOLERANCE, fused_moe_reference, rel_err
 from tests.ops.conftest import DEVICE
 
 # Inputs made where the kernels run (GBs for the GPU's real model shapes).

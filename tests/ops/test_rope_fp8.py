@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ops.problems import rope_cos_sin_cache
-from ops.reference import TOLERANCE, rel_err, rope_fp8_reference
+from kernel_checks.problems import rope_cos_sin_cache
+from kernel_checks.reference import TOLERANCE, rel_err, rope_fp8_reference
 from ops.rope_fp8 import BATCH_DEPENDENT_ARGS, jit_binaries, launch_args, rope_fp8, rope_fp8_kernel
 from tests.ops.conftest import DEVICE
 from tests.ops.jit_count import as_jit_function, cache_keys

@@ -21,8 +21,8 @@ import torch
 from entrypoint.moe_plugin import KERNEL_ENV
 from entrypoint.moe_plugin.hook import APPLY_PARAMETERS, CHECKED_VLLM, find_hook, install
 from entrypoint.moe_plugin.triton_experts import ineligible_because, layer_key, patch
+from kernel_checks.reference import MOE_TOLERANCE, fused_moe_reference, rel_err
 from kernels.dispatch import DispatchRow, DispatchTable
-from ops.reference import MOE_TOLERANCE, fused_moe_reference, rel_err
 from tests.conftest_paths import REPO
 from tests.entrypoint.moe_plugin.vllm_experts import ExpertsCase, triton_experts
 

@@ -4,8 +4,9 @@ same FP8 weights, vLLM's path as vLLM's prepare step feeds it (quantised input) 
 our kernel at the table's M, vLLM's kernel at the others).
 
 Tolerance 0.03 relative (Frobenius): the kernel benchmark measured ours against vLLM's at 0.015-0.022 on these
-shapes at M = 1..256 (benchmarks/results/kernels/h200_fused_moe.csv, rel_err_vs_vllm), each kernel within 1e-2 of
-the float64 reference (ops.reference.MOE_TOLERANCE[bf16], tests/ops): two FP8 roundings of the same product apart.
+shapes at M = 1..256 (benchmarks/results/kernels/h200_fused_moe.csv, rel_err_vs_vllm), each kernel within 1e-2
+of the float64 reference (kernel_checks.reference.MOE_TOLERANCE[bf16], tests/ops): two FP8 roundings of the same
+product apart.
 At an M the table does not list, both sides run vLLM's kernel on the same quantised input: equal bit for bit.
 """
 
@@ -19,9 +20,9 @@ import torch
 
 from entrypoint.moe_plugin import TABLE_ENV
 from entrypoint.moe_plugin.triton_experts import layer_key, patch
+from kernel_checks.reference import rel_err
 from kernels.dispatch import DispatchTable, table_path
 from kernels.shapes import shape_by_key
-from ops.reference import rel_err
 from tests.entrypoint.moe_plugin.vllm_experts import triton_experts
 
 pytestmark = pytest.mark.gpu

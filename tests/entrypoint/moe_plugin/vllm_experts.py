@@ -1,4 +1,4 @@
-"""vLLM's own TritonExperts for one MoE shape, with random FP8 weights (ops.problems): what the plugin wraps.
+"""vLLM's own TritonExperts for one MoE shape, with random FP8 weights (kernel_checks.problems): what the plugin wraps.
 
 Built from vLLM's config classes (the fields used are in 0.26 and 0.32, but `swiglu_limit`: 0.32's), so the tests
 exercise the real class, its quant-config accessors and the plugin's patch of it; on the CPU only our kernel's
@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from ops.problems import fused_moe_problem
+from kernel_checks.problems import fused_moe_problem
 
 
 @dataclass

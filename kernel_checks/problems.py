@@ -2,7 +2,7 @@
 
 Values are never zeros (a kernel that writes nothing would match a zero reference) and are generated on the
 device the kernel runs on (a real model shape's weights are GBs; making them on the CPU first would cost more than
-the test). The float64 references they are compared with are in ops/reference.py.
+the test). The float64 references they are compared with are in kernel_checks/reference.py.
 """
 
 from __future__ import annotations
