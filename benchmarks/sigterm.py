@@ -1,4 +1,4 @@
-"""Turn SIGTERM into an ordinary exit, for harnesses run under `timeout` (benchmarks/device/h200_session.sh).
+"""Turn SIGTERM into an ordinary exit, for harnesses run under `timeout` (benchmarks/device/run_queue.sh).
 
 Python's default SIGTERM action kills the process at once: no `finally`, no `except BaseException`. The
 harnesses start vLLM in its own session (so a stuck engine can be killed as a group), and only their own

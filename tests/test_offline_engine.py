@@ -1,5 +1,5 @@
 """benchmarks/device/offline_engine: the offline engine bundle for the H200 device host. The pure parts, without
-network or the real wheels: which lock packages travel, pieces that fit a device call (64 MiB with the tracked tree)
+network or the real wheels: which lock packages travel, pieces that fit one upload (64 MiB with the tracked tree)
 with a margin, sums that catch a bad or missing piece, the host's join byte for byte, the symbol verdict."""
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ def make_bundle(path: Path, files: dict[str, bytes]) -> Path:
     return path
 
 
-def test_pieces_fit_a_call_with_the_tree_and_join_byte_for_byte(tmp_path: Path) -> None:
-    limit, tree, margin = 64 * 1024, 10_000, 1024  # a call's limit scaled down: 64 KiB, the tree 10 kB
+def test_pieces_fit_an_upload_with_the_tree_and_join_byte_for_byte(tmp_path: Path) -> None:
+    limit, tree, margin = 64 * 1024, 10_000, 1024  # an upload's limit scaled down: 64 KiB, the tree 10 kB
     size = bundle.piece_bytes(tree, limit=limit, margin=margin)
     assert size == limit - tree - margin
     data = os.urandom(3 * size + 123)  # three full pieces and a short one
@@ -45,16 +45,16 @@ def test_pieces_fit_a_call_with_the_tree_and_join_byte_for_byte(tmp_path: Path) 
     assert [p.name for p in pieces] == [f"engine.tar.xz.part{k:02d}" for k in range(4)]
     assert [p.stat().st_size for p in pieces] == [size, size, size, 123]
     folders = [p.parent for p in pieces]
-    assert bundle.check_calls(folders, tree, limit=limit) == []  # each folder + the tree fits, sums included
+    assert bundle.check_transfers(folders, tree, limit=limit) == []  # each folder + the tree fits, sums included
     assert all(bundle.folder_bytes(f) + tree <= limit - margin + 1024 for f in folders)  # the margin is kept
     assert b"".join(p.read_bytes() for p in pieces) == data
     sums = {(f / "SHA256SUMS").read_text() for f in folders}
-    assert len(sums) == 1  # every folder has the same list: whichever call comes last, the host has it all
+    assert len(sums) == 1  # every folder has the same list: whichever upload comes last, the host has it all
     listed = dict(line.split("  ")[::-1] for line in sums.pop().splitlines())
     assert listed["engine.tar.xz"] == hashlib.sha256(data).hexdigest()
     assert listed["engine.tar.xz.part03"] == hashlib.sha256(data[3 * size :]).hexdigest()
-    # one more byte of tree and the fullest folder is over: check_calls names it
-    assert bundle.check_calls(folders, limit - size - len((folders[0] / "SHA256SUMS").read_bytes()) + 1,
+    # one more byte of tree and the fullest folder is over: check_transfers names it
+    assert bundle.check_transfers(folders, limit - size - len((folders[0] / "SHA256SUMS").read_bytes()) + 1,
                               limit=limit) == [(f, limit + 1) for f in folders[:3]]  # fmt: skip
 
 
@@ -66,7 +66,7 @@ def test_no_room_beside_the_tree_is_refused() -> None:
 
 def copy_pieces(offline: Path, dest: Path, skip: str = "") -> Path:
     dest.mkdir()
-    for folder in sorted(offline.glob("p[0-9][0-9]")):  # what the calls do: cp .offline/pKK/* /root/pieces/
+    for folder in sorted(offline.glob("p[0-9][0-9]")):  # each upload: cp .offline/pKK/* /root/pieces/
         for f in folder.iterdir():
             if f.name != skip:
                 shutil.copy(f, dest / f.name)

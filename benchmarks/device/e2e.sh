@@ -1,5 +1,5 @@
 #!/bin/bash
-# The one command for the H200: end-to-end benchmark of the served configuration (issue 14), one phase per call.
+# The one command for the H200: end-to-end benchmark of the served configuration (issue 14), one phase per run.
 # Every engine is the real server started with the argv and environment `python -m entrypoint serve` execs
 # (benchmarks/e2e/served.py): torch.compile and CUDA graphs as vLLM defaults them, measured over HTTP.
 #
@@ -17,8 +17,8 @@
 # env:     OUT       where results go (default /tmp/e2e-out): h200_e2e.csv/.md/.png, h200_e2e_raw.json,
 #                    engines.log (condensed engine logs), e2e_console.log — 6 files, one folder (fi-diag adds
 #                    fi_autotune_on.log.gz and autotune-off/).
-#          BUDGET_S  wall-clock budget of the harness (default 540: fits one 600 s device call)
-#          STEP_LIMIT_S  set by h200_session.sh: the step's hard limit; BUDGET_S is cut to fit it
+#          BUDGET_S  wall-clock budget of the harness (default 540: fits a 600 s command limit)
+#          STEP_LIMIT_S  set by run_queue.sh: the step's hard limit; BUDGET_S is cut to fit it
 #          WORK_DIR  the harness's scratch (model copies, per-engine caches and logs; default /tmp/e2e-bench-work):
 #                    give each of two phases running side by side on two GPUs its own
 #          VLLM_SITE where the offline engine bundle is unpacked (default /root/site)
@@ -32,7 +32,7 @@
 #                    weights otherwise send a batch's sequences to the same few experts) or dummy (the weights' own
 #                    collapsed routing, a labelled control only)
 #          DRY_RUN=1 plan only: the harness prints each row's server argv and environment (--dry-run), no bake,
-#                    no GPU needed (tests/benchmarks/test_h200_session.py runs every x8 phase this way)
+#                    no GPU needed (tests/benchmarks/test_e2e_phases.py runs every x8 phase this way)
 # Every engine runs in its own subprocess with its own timeout; the harness writes what it has after each
 # engine, so a killed or over-budget run still leaves its CSV.
 # shellcheck disable=SC2054  # the commas are inside values (--backends a,b), not array separators
@@ -40,7 +40,7 @@ set -uo pipefail
 PHASE=${1:-qwen}
 OUT=${OUT:-/tmp/e2e-out}
 BUDGET_S=${BUDGET_S:-540}
-# Under h200_session.sh a step may get less than its maximum (STEP_LIMIT_S): stop and write before its `timeout`.
+# Under run_queue.sh a step may get less than its maximum (STEP_LIMIT_S): stop and write before its `timeout`.
 if [ -n "${STEP_LIMIT_S:-}" ] && ((STEP_LIMIT_S - 30 < BUDGET_S)); then BUDGET_S=$((STEP_LIMIT_S - 30)); fi
 WORK=${WORK_DIR:-/tmp/e2e-bench-work}
 SITE=${VLLM_SITE:-/root/site}
@@ -123,7 +123,7 @@ case "$PHASE" in
                    --conc 1,64 --long-input-len 0) ;;
   qwen-attention) # issue 15 item 5: the plan (our kernel included) with another attention backend, as a user sets it
              # (option.attention_backend, validated against vLLM's list like every engine option); the default (FA3
-             # on the H200) is qwen-plugin's plan row of the same lease. One harness run per backend in ATTN_BACKENDS
+             # on the H200) is qwen-plugin's plan row of the same run. One harness run per backend in ATTN_BACKENDS
              # (default TRITON_ATTN; FLASHINFER without network first tries to download cubins, then JIT-compiles for
              # minutes: 225 s seen), each in its own folder under OUT, sharing the work dir and its FlashInfer JIT
              ARGS=(--models qwen3-30b-a3b-fp8-static --backends plan --conc 1,2,4,8,64 --long-conc 1) ;;
@@ -132,12 +132,12 @@ case "$PHASE" in
              # prefix caching off (option.enable_prefix_caching=false: vLLM then leaves the experimental Mamba cache
              # mode 'all') and with it on (the image default), 5 reps each, one run per variant in its own folder,
              # both with vLLM's CUDA-graph metrics logged (which graph mode each step ran: FULL, PIECEWISE or none)
-             # and the whole engine log kept (engine_full.log.gz); h200_session.sh samples the GPU's clocks, the host's
+             # and the whole engine log kept (engine_full.log.gz); run_queue.sh samples the GPU's clocks, the host's
              # CPU and a core's speed beside it. No 4096-token row: on 2026-12-03c the first variant's cold start (213
              # s) left it one repetition of its half of the budget
              ARGS=(--models nemotron-3-nano-30b-a3b-fp8 --backends plan --conc 1,8,64 --long-input-len 0 --reps 5) ;;
-  mixtral)   # LMI-equivalent (triton on vLLM's tiles) second: plan ÷ auto was measured in one lease on 2026-12-02, the
-             # LMI-equivalent engine was cut there, so a short step still returns plan ÷ LMI-equivalent from one lease;
+  mixtral)   # LMI-equivalent (triton on vLLM's tiles) second: plan ÷ auto was measured in one run on 2026-12-02, the
+             # LMI-equivalent engine was cut there, so a short step still returns plan ÷ LMI-equivalent from one run;
              # the table has no Mixtral row, so plan_vllm_kernel would be the plan's engine again
              ARGS=(--models mixtral-8x7b-fp8-static --backends plan,triton,auto --conc 1,2,4,8,16,32,64 --long-conc 1
                    --timeout mixtral-8x7b-fp8-static:auto=360

@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout-s", type=int, default=300)
     args = parser.parse_args(argv)
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    # A step's `timeout` (benchmarks/device/h200_session.sh) sends SIGTERM: unwind so the engine group is killed.
+    # A step's `timeout` (benchmarks/device/run_queue.sh) sends SIGTERM: unwind so the engine group is killed.
     exit_on_sigterm()
     results = []
     t0 = time.perf_counter()

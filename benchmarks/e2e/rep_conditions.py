@@ -2,7 +2,7 @@
 
 Nemotron's repetitions of one engine spread 3-39 % (2026-12-02) while Qwen3's and Mixtral's held 0.1-1 %; a slow
 repetition stayed slow for all its workloads. This joins each sample of a run's raw JSON (its end time and wall
-time) with the lines `h200_session.sh` sampled once a second beside the step (gpu_clocks.csv from nvidia-smi,
+time) with the lines `run_queue.sh` sampled once a second beside the step (gpu_clocks.csv from nvidia-smi,
 host_cpu.csv from /proc), so a slow repetition can be read against the SM clock, throttle reasons, CPU steal and load.
 
     python -m benchmarks.e2e.rep_conditions RAW.json[.gz] [RAW2 ...] --gpu-clocks gpu_clocks.csv[.gz] \\
@@ -68,7 +68,7 @@ class Condition:
     cpu_steal_pct: float | None
     load1_max: float | None
     cpu_mhz_mean: float | None
-    cpu_probe_ms: float | None  # h200_session's fixed pure-Python loop (cpu_probe.csv), mean in the window
+    cpu_probe_ms: float | None  # run_queue.sh's fixed pure-Python loop (cpu_probe.csv), mean in the window
 
 
 def _open_text(path: Path) -> IO[str]:

@@ -353,7 +353,7 @@ def start_row(model: str, backend: str, mode: str, result: JobResult, compile_mo
     """One start of the served engine, broken down (mode: empty / warm / copied / baked caches)."""
     first = next((e for e in result.events if e.get("event") == "first_request"), {})
     compiled = first.get("triton_compiled_at_start") or {}
-    # the launch's wall clock joins the start with what h200_session sampled beside it (start_conditions)
+    # the launch's wall clock joins the start with what run_queue.sh sampled beside it (start_conditions)
     launched = next((e.get("launched_at") for e in result.events if e.get("event") == "engine_started"), None)
     return {
         "model": model, "backend": backend, "mode": mode, "status": result.status, "start_s": result.start_s,

@@ -3,7 +3,7 @@
 Issue 14's goal is a start from the compile-cache layer within 1.2x a warm start. On 2026-12-03c one layer start took
 1.28-1.51x two warm starts while every CPU-bound phase of it ran slower and steal stayed at 0; two identical warm
 starts a minute apart differed by 18 %. So the ratio is taken over several alternating starts (`--start-pairs`), and
-each start is joined with the probe `h200_session.sh` runs beside the step (cpu_probe.csv: the milliseconds a fixed
+each start is joined with the probe `run_queue.sh` runs beside the step (cpu_probe.csv: the milliseconds a fixed
 pure-Python loop took, once a second) by its launch time (the `launched_at_epoch_s` column of start_breakdown.csv).
 A start whose probe ran slower than the step's usual ran on a slower core, whatever it loaded.
 

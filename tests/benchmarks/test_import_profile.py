@@ -1,5 +1,5 @@
 """benchmarks/device/import_profile.sh on the CPU vLLM: the three timings land in its CSV, the costliest imports in
-their summary, and a failing command is said, not hidden (the H200 host runs it once per lease, unattended)."""
+their summary, and a failing command is said, not hidden (the H200 host runs it once per run, unattended)."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ def _sample(rep: int, end: float, tpot_s: float) -> dict:
 
 @pytest.fixture
 def step(tmp_path: Path) -> Path:
-    """A step folder as h200_session.sh leaves it: one run (its raw JSON), the GPU clocks, the host's CPU."""
+    """A step folder as run_queue.sh leaves it: one run (its raw JSON), the GPU clocks, the host's CPU."""
     run = tmp_path / "prefix-caching"
     run.mkdir()
     # rep 0 fast at full clock and no steal, rep 1 slow while the SM clock dropped and the host stole 40 %

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Build the offline engine bundle for the H200 device host (no network, Python 3.12, torch 2.11 stack): the cuda
 # image's vLLM / torch / Triton / FlashInfer / transformers at exactly docker/cuda-constraints.txt's pins, with what
-# the host lacks or cannot use, pruned, xz-compressed and split into one git-ignored folder per device call
-# (.offline/p00, .offline/p01, ...; each with the tracked tree under a call's 64 MiB). README.md beside this file
-# gives the calls; host_install.sh unpacks on the host. Steps already done are skipped (delete STAGE to start over;
+# the host lacks or cannot use, pruned, xz-compressed and split into one git-ignored folder per upload
+# (.offline/p00, .offline/p01, ...; each with the tracked tree under an upload's 64 MiB). README.md beside this file
+# gives the uploads; host_install.sh unpacks on the host. Steps already done are skipped (delete STAGE to start over;
 # a changed lock, host list or selection/prune list starts over by itself: `bundle.py key`).
 #   usage: build_bundle.sh [STAGE]        (default ~/.cache/h200-bundle/stage)
 #   env:   PY (python with `packaging`, default .venv/bin/python), WHEELS (~/.cache/h200-bundle/whl: the lock's
@@ -119,6 +119,6 @@ if [[ ${STAGE_ONLY:-0} != 1 ]]; then
 fi
 
 [[ -f $BUNDLE ]] || { echo "build_bundle: no $BUNDLE; run without STAGE_ONLY=1 first" >&2; exit 1; }
-say "7/7 pieces: one folder per device call in .offline/"
+say "7/7 pieces: one folder per upload in .offline/"
 bundle stage --bundle "$BUNDLE" --dest .offline
-say "done: $(find .offline -maxdepth 1 -name 'p[0-9][0-9]' | wc -l) calls; README.md beside this script gives them"
+say "done: $(find .offline -maxdepth 1 -name 'p[0-9][0-9]' | wc -l) uploads; README.md beside this script gives them"

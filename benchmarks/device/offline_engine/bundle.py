@@ -7,7 +7,7 @@ requirement excludes the host's version (host_packages.txt; a version not listed
 6b1130f:docker/cuda-constraints.txt, which was resolved for the host's torch 2.11 stack). The nvidia-* CUDA libraries
 travel by symbol verdict (symcheck.py), not by pip metadata. SKIPPED lists what serving on an H200 never imports.
 
-A device call carries the tracked tree and one folder, 64 MiB together: the compressed bundle is split into pieces
+An upload carries the tracked tree and one folder, 64 MiB together: the compressed bundle is split into pieces
 that fit beside the tree with a margin, one folder each (.offline/pNN). build_bundle.sh drives the steps:
 
     python -m benchmarks.device.offline_engine.bundle select --out STAGE/selection.json
@@ -39,8 +39,8 @@ LOCK = REPO / "docker" / "cuda-constraints.txt"
 OLD_LOCK_REV = "6b1130f"  # the lock resolved for torch 2.11 / vLLM 0.26: the host's stack
 HOST_PACKAGES = HERE / "host_packages.txt"
 MIB = 1024 * 1024
-CALL_LIMIT = 64 * MIB  # what one device call carries: the tracked tree + one folder
-MARGIN = 1 * MIB  # the tree grows between the build and the calls; folders also hold SHA256SUMS
+TRANSFER_LIMIT = 64 * MIB  # what one upload to the host carries: the tracked tree + one folder
+MARGIN = 1 * MIB  # the tree grows between the build and the uploads; folders also hold SHA256SUMS
 BUNDLE_NAME = "engine.tar.xz"
 PIECE_PREFIX = f"{BUNDLE_NAME}.part"
 
@@ -276,7 +276,7 @@ def prune(site: Path) -> int:
 
 
 def tree_bytes(repo: Path = REPO) -> int:
-    """Bytes of the git-tracked tree, what every device call carries besides its folder."""
+    """Bytes of the git-tracked tree, what every upload carries besides its folder."""
     files = subprocess.run(["git", "-C", str(repo), "ls-files", "-z"], capture_output=True, check=True).stdout
     total = 0
     for rel in files.split(b"\0"):
@@ -286,11 +286,11 @@ def tree_bytes(repo: Path = REPO) -> int:
     return total
 
 
-def piece_bytes(tree: int, limit: int = CALL_LIMIT, margin: int = MARGIN) -> int:
-    """The largest piece one call can carry beside the tree, the margin left free."""
+def piece_bytes(tree: int, limit: int = TRANSFER_LIMIT, margin: int = MARGIN) -> int:
+    """The largest piece one upload can carry beside the tree, the margin left free."""
     size = limit - tree - margin
     if size <= 0:
-        raise ValueError(f"the tracked tree ({tree} bytes) leaves no room in a call of {limit} bytes")
+        raise ValueError(f"the tracked tree ({tree} bytes) leaves no room in an upload of {limit} bytes")
     return size
 
 
@@ -331,8 +331,8 @@ def folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
-def check_calls(folders: list[Path], tree: int, limit: int = CALL_LIMIT) -> list[tuple[Path, int]]:
-    """(folder, bytes it and the tree carry) of each folder over the call limit."""
+def check_transfers(folders: list[Path], tree: int, limit: int = TRANSFER_LIMIT) -> list[tuple[Path, int]]:
+    """(folder, bytes it and the tree carry) of each folder over the upload limit."""
     return [(f, tree + folder_bytes(f)) for f in folders if tree + folder_bytes(f) > limit]
 
 
@@ -400,15 +400,15 @@ def cmd_stage(args: argparse.Namespace) -> int:
         shutil.rmtree(old)
     pieces = split(args.bundle, args.dest, size)
     folders = [p.parent for p in pieces]
-    over = check_calls(folders, tree)
+    over = check_transfers(folders, tree)
     for piece in pieces:
         print(f"bundle: {piece.parent.name}/{piece.name} {piece.stat().st_size / MIB:6.2f} MiB"
               f" (+ tree {tree / MIB:.2f} MiB = {(tree + folder_bytes(piece.parent)) / MIB:.2f} MiB)")  # fmt: skip
     if over:
         for folder, total in over:
-            print(f"bundle: {folder} with the tree is {total} bytes, over {CALL_LIMIT}", file=sys.stderr)
+            print(f"bundle: {folder} with the tree is {total} bytes, over {TRANSFER_LIMIT}", file=sys.stderr)
         return 1
-    print(f"bundle: {len(pieces)} pieces of at most {size} bytes: {len(pieces)} calls")
+    print(f"bundle: {len(pieces)} pieces of at most {size} bytes: {len(pieces)} uploads")
     return 0
 
 
@@ -435,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("prune", help="remove what serving on an H200 never loads; write sitecustomize.py")
     p.add_argument("site", type=Path)
     p.set_defaults(func=cmd_prune)
-    st = sub.add_parser("stage", help="split the bundle into one folder per call")
+    st = sub.add_parser("stage", help="split the bundle into one folder per upload")
     st.add_argument("--bundle", type=Path, required=True)
     st.add_argument("--dest", type=Path, default=REPO / ".offline")
     st.add_argument("--margin", type=int, default=MARGIN)

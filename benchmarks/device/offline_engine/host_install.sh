@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On the H200 device host, after the piece calls (README.md beside this file): check the pieces' sums, join them,
+# On the H200 device host, after the pieces arrived (README.md beside this file): check the pieces' sums, join them,
 # unpack the engine to PREFIX/site and show which torch / Triton / vLLM / FlashInfer / transformers / NCCL
 # PYTHONPATH=PREFIX/site gets. Prints the environment lines the host's commands need. Run again, it checks and
 # says so (the bundle's sum is kept in PREFIX/site/.engine-bundle).
@@ -19,13 +19,13 @@ want=$(awk -v n="$NAME" '$2 == n {print $1}' "$PIECES/SHA256SUMS")
 if [[ -f $SITE/.engine-bundle && $(cat "$SITE/.engine-bundle") == "$want" ]]; then
   say "already installed in $SITE (bundle $want)"
 else
-  # every piece the sums name must be here: a missing call shows as a missing piece
+  # every piece the sums name must be here: a transfer that failed shows as a missing piece
   missing=()
   while read -r _ file; do
     [[ $file == "$NAME" || -f $PIECES/$file ]] || missing+=("$file")
   done <"$PIECES/SHA256SUMS"
   if ((${#missing[@]})); then
-    echo "host_install: missing ${missing[*]} in $PIECES: a piece call did not arrive" >&2
+    echo "host_install: missing ${missing[*]} in $PIECES: a piece did not arrive" >&2
     exit 1
   fi
   say "checking the pieces' sums"
@@ -69,6 +69,6 @@ if not any(lib.startswith(site + os.sep) and "libnccl" in lib for lib in libs):
 if bad:
     sys.exit(f"host_install: from the host, not the bundle: {', '.join(bad)}")
 EOF
-say "installed. In each command on this host (h200_session.sh sets the first itself with VLLM_SITE=$SITE):"
+say "installed. In each command on this host (run_queue.sh sets the first itself with VLLM_SITE=$SITE):"
 echo "export PYTHONPATH=$SITE\${PYTHONPATH:+:\$PYTHONPATH}"
 echo "export LD_LIBRARY_PATH=$SITE/nvidia/nccl/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}  # optional: torch's RPATH finds it"

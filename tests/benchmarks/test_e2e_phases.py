@@ -1,0 +1,136 @@
+"""benchmarks/device/e2e.sh: each phase is one harness command, planned here in its DRY_RUN mode (no GPU).
+
+The queue runner that schedules phases on a GPU host has its own test (test_run_queue.py).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest_paths import REPO
+
+E2E = REPO / "benchmarks" / "device" / "e2e.sh"
+PHASE_SPLITS = {
+    # vLLM 0.32 refines the block control's scale blocks at TP8, so its plan is vLLM's own choice (auto = plan)
+    "x8-qwen235-tp8": ["qwen3-235b-a22b-fp8-static tp8 plan", "qwen3-235b-a22b-fp8-static tp8 auto",
+                       "qwen3-235b-a22b-fp8-block tp8 plan"],
+    "x8-qwen235-tp8-start": ["qwen3-235b-a22b-fp8-static tp8 plan"],
+    "x8-deepseek-tp8ep8": ["deepseek-v3-fp8-block tp8ep8 triton", "deepseek-v3-fp8-block tp8ep8 plan"],
+    "x8-deepseek-tp8": ["deepseek-v3-fp8-block tp8 plan", "deepseek-v3-fp8-block tp8 auto"],
+    "x8-qwen235-tp4": ["qwen3-235b-a22b-fp8-static tp4 plan", "qwen3-235b-a22b-fp8-static tp4 auto",
+                       "qwen3-235b-a22b-fp8-block tp4 plan"],
+    "x8-mixtral8x22-tp4": ["mixtral-8x22b-fp8-static tp4 plan", "mixtral-8x22b-fp8-static tp4 auto"],
+    "x8-maverick-tp8": ["llama-4-maverick-fp8 tp8 plan", "llama-4-maverick-fp8 tp8 triton_tuned"],
+    "x8-qwen235-block-tp8ep8": ["qwen3-235b-a22b-fp8-block tp8ep8 triton", "qwen3-235b-a22b-fp8-block tp8ep8 plan"],
+}  # fmt: skip
+
+
+def _phase(tmp_path: Path, phase: str, gpus: int, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "DRY_RUN": "1",
+        "GPUS": str(gpus),
+        "PLAN_VLLM_VERSION": "0.32.0",  # the image's vLLM
+        "OUT": str(tmp_path / "o"),
+        "WORK_DIR": str(tmp_path / "w"),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        **extra,
+    }
+    return subprocess.run(["bash", str(E2E), phase], env=env, capture_output=True, text=True, timeout=120, cwd=REPO)
+
+
+@pytest.mark.parametrize("phase", list(PHASE_SPLITS))
+def test_each_x8_phase_plans_its_rows_with_multicast_off(tmp_path: Path, phase: str) -> None:
+    done = _phase(tmp_path, phase, gpus=8)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = [
+        line.strip().split(" (")[0]
+        for line in done.stdout.splitlines()
+        if line.startswith("  ") and line.endswith("):")
+    ]
+    assert rows == PHASE_SPLITS[phase]
+    started = len(rows) - done.stdout.count("    plan_error: ")
+    assert done.stdout.count("    multicast guard: ok") == started and "REFUSED" not in done.stdout
+    assert "5 workloads" in done.stdout or phase == "x8-qwen235-tp8-start"  # 1/8/64/128 + the 4096-token row
+
+
+def test_the_block_control_at_tp8_is_planned_on_0_32_and_reported_refused_on_0_26(tmp_path: Path) -> None:
+    done = _phase(tmp_path, "x8-qwen235-tp8", gpus=8)
+    assert done.returncode == 0 and "plan_error" not in done.stdout
+    assert "qwen3-235b-a22b-fp8-block tp8          auto                moe_backend=auto                = plan" in (
+        done.stdout
+    )
+    # vLLM 0.26 had no refinement: 1536 / 8 = 192 columns per GPU are not whole 128x128 blocks, so no engine starts
+    old = _phase(tmp_path / "0.26", "x8-qwen235-tp8", gpus=8, PLAN_VLLM_VERSION="0.26.0")
+    assert old.stdout.count("plan_error: resolver refused: option.tensor_parallel_degree") == 2
+
+
+def test_a_tp8_phase_refuses_fewer_than_eight_gpus(tmp_path: Path) -> None:
+    done = _phase(tmp_path, "x8-deepseek-tp8", gpus=4)
+    assert done.returncode == 3 and "phase x8-deepseek-tp8 needs 8 GPUs, this process sees 4" in done.stderr
+
+
+def test_the_shell_and_the_harness_agree_on_the_multicast_settings() -> None:
+    from benchmarks.e2e.parallel import MULTICAST_OFF
+
+    text = (REPO / "benchmarks" / "device" / "multicast_off.sh").read_text()
+    exports = dict(
+        line.removeprefix("export ").split("=", 1) for line in text.splitlines() if line.startswith("export ")
+    )
+    assert exports == MULTICAST_OFF
+
+
+def test_the_issue_15_phases_plan_the_plugin_rows_and_the_logits_check(tmp_path: Path) -> None:
+    done = _phase(tmp_path, "qwen-plugin", gpus=1)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    planned = [line.split() for line in done.stdout.splitlines() if line.startswith("  qwen3-30b-a3b-fp8-static tp1 ")]
+    assert [words[2] for words in planned if "moe_backend=" in " ".join(words)] == [
+        "plan", "plan_vllm_kernel", "triton", "auto"
+    ]  # fmt: skip
+    # the plan turns our kernel on for this shape on the H200 with vLLM 0.32 (the table has M = 1): only its row
+    assert done.stdout.count("env+ MOE_SERVING_MOE_KERNEL=project") == 1
+    logits = _phase(tmp_path, "plugin-logits", gpus=1)
+    assert logits.returncode == 0 and "plugin-logits (dry run)" in logits.stdout
+
+
+def test_the_attention_phase_runs_the_plan_once_per_backend_as_a_user_option(tmp_path: Path) -> None:
+    env = {"ATTN_BACKENDS": "TRITON_ATTN FLASHINFER"}
+    done = _phase(tmp_path, "qwen-attention", gpus=1, **env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    argvs = [line for line in done.stdout.splitlines() if line.strip().startswith("argv:")]
+    assert len(argvs) == 2
+    assert ["--attention-backend TRITON_ATTN" in argvs[0], "--attention-backend FLASHINFER" in argvs[1]] == [True] * 2
+    assert done.stdout.count("env+ MOE_SERVING_MOE_KERNEL=project") == 2  # the plan, our kernel included
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["FLASHINFER", "TRITON_ATTN", "e2e_console.log"]
+    # a name vLLM does not know is the resolver's refusal, reported as the row's plan_error (exit 2 from `serve`)
+    bad = _phase(tmp_path, "qwen-attention", gpus=1, ATTN_BACKENDS="TRITON")
+    assert "option.attention_backend='TRITON': not a vLLM attention_backend" in bad.stdout + bad.stderr
+    empty = _phase(tmp_path, "qwen-attention", gpus=1, ATTN_BACKENDS=" ")
+    assert empty.returncode == 2 and "ATTN_BACKENDS is empty" in empty.stderr
+
+
+def test_the_nemotron_diagnosis_runs_the_plan_with_prefix_caching_off_then_on(tmp_path: Path) -> None:
+    done = _phase(tmp_path, "nemotron-diag", gpus=1)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    argvs = [line for line in done.stdout.splitlines() if line.strip().startswith("argv:")]
+    assert len(argvs) == 2
+    assert "--no-enable-prefix-caching" in argvs[0] and " --enable-prefix-caching " in argvs[1]
+    assert all(" --cudagraph-metrics " in argv for argv in argvs)  # which graph mode each step ran, logged
+    assert done.stdout.count("8 workloads") == 0 and done.stdout.count("3 workloads × 5 reps") == 2
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["e2e_console.log", "no-prefix-caching",
+                                                                   "prefix-caching"]  # fmt: skip
+
+
+def test_engine_check_runs_its_rows_with_realistic_routing_and_refuses_an_unknown_routing(tmp_path: Path) -> None:
+    done = _phase(tmp_path, "engine-check", gpus=1)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "engine-check routing: uniform_random" in done.stdout
+    rows = [line.strip().split(" (")[0] for line in done.stdout.splitlines() if line.endswith("):")]
+    assert rows == ["qwen3-30b-a3b-fp8-static tp1 plan", "qwen3-30b-a3b-fp8-static tp1 triton"], rows
+    bogus = _phase(tmp_path, "engine-check", gpus=1, ROUTING="hot")
+    assert bogus.returncode == 2 and "ROUTING='hot'; accepted: uniform_random, dummy" in bogus.stderr
