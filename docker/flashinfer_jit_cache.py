@@ -5,7 +5,7 @@ not on PyPI; flashinfer-cubin stops at 0.6.13). vLLM 0.32 samples with FlashInfe
 default
 (`VLLM_USE_FLASHINFER_SAMPLER`, vllm/v1/sample/ops/topk_topp_sampler.py) and warms the sampler up during the
 memory profile, so FlashInfer's `sampling` module is compiled by nvcc on the first engine start of every fresh
-container — whatever the MoE backend, ~80-130 s on an H200 host (docs/e2e-findings.md, Q2). On SageMaker every
+container — whatever the MoE backend, ~80-130 s on an H200 host (docs/results/start-time.md). On SageMaker every
 new instance is a fresh container.
 
 How: FlashInfer builds a module with ninja in `$FLASHINFER_WORKSPACE_BASE/.cache/flashinfer/<version>/<archs>/

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # final stage: compile FlashInfer's JIT modules that every engine start needs (its top-k/top-p sampler) into
 # the FlashInfer workspace the image runs with, so a fresh container does not spend ~80-130 s in nvcc on its
-# first engine start (docs/e2e-findings.md). docker/flashinfer_jit_cache.py says why the result stays valid
+# first engine start (docs/results/start-time.md). docker/flashinfer_jit_cache.py says why the result stays valid
 # (same paths, flags and arch directory at run time) and checks it in a fresh process.
 #   usage: flashinfer_jit_cache.sh WORKSPACE
 #   env:   FLASHINFER_JIT_CACHE=compile|skip (default compile), FLASHINFER_JIT_ARCHS (default "9.0a": H100/H200;

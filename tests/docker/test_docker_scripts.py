@@ -196,7 +196,7 @@ def test_the_cpu_flavour_skips_the_cuda_steps_and_says_so(script, tmp_path):
 
 # FlashInfer's JIT cache: the compile itself needs nvcc and FlashInfer (the image's final stage; verified by hand
 # with the CUDA 13.0 wheels and FlashInfer 0.6.14: sampling for 9.0a built in 108 s on 2 cores, and the
-# fresh-process check found "ninja: no work to do." — docs/e2e-findings.md). Here: the modes and the refusals.
+# fresh-process check found "ninja: no work to do." — docs/results/start-time.md). Here: the modes and the refusals.
 
 
 def test_flashinfer_jit_cache_skip_leaves_a_world_writable_workspace(tmp_path):

@@ -11,7 +11,7 @@ test_plugin_gpu.py allows 3 %). A float32 model of this checkpoint (`python -m b
 2026-12-01) puts a 1-3 % random error in every MoE output at a worst |Δ logprob| over shared top-20 tokens of
 0.05-1.08 nats (about 1 nat whenever a router's top-8 flips in a later layer), and the gross faults far above:
 output zeroed 2.67, doubled 3.09, first expert wrong 3.46. Two identical engines on the H200 also disagree (up to
-0.82 nats seen, 2026-12-01; cause not established, docs/results/e2e.md), so a control pair is measured too (the
+0.82 nats seen, 2026-12-01; cause not established, docs/results/our-kernel.md), so a control pair is measured too (the
 cold first engine against a warm repeat; the plugin pair is two warm starts: benchmarks/e2e/plugin_logits.py).
 Bound: 2 × the control's worst, at least KERNEL_BOUND 1.5 (above what correct kernels gave), at most GROSS_BOUND
 2.0 (below every gross fault). Our kernel ran: the plan's engine logs the table row for the shape and the control
