@@ -127,11 +127,11 @@ FROM project AS final
 
 ARG FLAVOUR
 COPY --from=aot /opt/moe-serving/triton-cache /opt/moe-serving/triton-cache
-# vLLM's model-info entries for every architecture it registers (entrypoint/model_info_cache.py): without one, the
+# vLLM's model-info entries for every architecture it registers (entrypoint/caches/model_info.py): without one, the
 # API server inspects the model class in a subprocess that imports vLLM again, 24 s of an H200 start from empty
 # caches (2026-12-03b). They are keyed by the model module's source, not the GPU, so no GPU is needed; `serve`
 # copies the ones VLLM_CACHE_ROOT lacks (MOE_BAKED_MODEL_INFO) before vLLM starts.
-RUN VLLM_LOGGING_LEVEL=ERROR python3 -m entrypoint.model_info_cache bake --out /opt/moe-serving/model-info
+RUN VLLM_LOGGING_LEVEL=ERROR python3 -m entrypoint.caches.model_info bake --out /opt/moe-serving/model-info
 COPY docker/healthcheck.sh /opt/moe-serving/docker/
 # The image's default configuration; a serving.properties in the model directory
 # (/opt/ml/model) or OPTION_* environment variables take precedence (see the file).

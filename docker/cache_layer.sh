@@ -3,7 +3,7 @@
 # = IMAGE + that layer (docker/cache-layer.Dockerfile). Run it on the GPU host the image will serve on (same GPU
 # kind, same serving.properties / OPTION_* as the endpoint: the layer is keyed by the plan, and a start with another
 # plan logs why it does not use it). A CPU-only bake cannot make torch.compile's CUDA artifacts: see
-# entrypoint/compile_cache.py.
+# entrypoint/caches/compile_layer.py.
 #   bash docker/cache_layer.sh IMAGE MODEL_DIR OUT_DIR CACHE_IMAGE
 # env: DOCKER (docker), CACHE_LAYER_RUN_ARGS (extra `docker run` arguments, e.g. "--gpus all --shm-size 16g",
 #      or "-e OPTION_MAX_MODEL_LEN=8192" to bake the endpoint's options)

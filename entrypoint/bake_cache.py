@@ -1,8 +1,8 @@
 """`python -m entrypoint bake-cache --out DIR`: one start of what `serve` runs, its traffic, and the caches it made.
 
 Runs the plan `serve` would exec (same resolver, argv and environment; on 127.0.0.1 and a free port) with its cache
-variables pointing into DIR, waits for /health, sends entrypoint.bake_traffic's requests, stops the server and writes
-DIR/manifest.json (what the layer was made for: entrypoint.compile_cache). On a GPU host with the image this is
+variables pointing into DIR, waits for /health, sends entrypoint.warmup.traffic's requests, stops the server and writes
+DIR/manifest.json (what the layer was made for: entrypoint.caches.compile_layer). On a GPU host with the image this is
 `make cache-layer`; docs/image.md has the steps.
 """
 
@@ -17,14 +17,14 @@ import subprocess
 import time
 from pathlib import Path
 
-from entrypoint import bake_traffic, compile_cache, model_info_cache
-from entrypoint.argv import flag_value
-from entrypoint.errors import ConfigError
-from entrypoint.ports import free_port
+from entrypoint.caches import compile_layer, model_info
 from entrypoint.resolve.cpu_engine import CPU_MAX_SAMPLED_BATCH, SEEDED_CHUNK_CRASH
 from entrypoint.resolve.plan import Plan
 from entrypoint.serve import fetch_if_remote, plan_log_lines, vllm_command, vllm_environment
-from entrypoint.warmup import WARMUP_ENV
+from entrypoint.utils.argv import flag_value
+from entrypoint.utils.errors import ConfigError
+from entrypoint.utils.ports import free_port
+from entrypoint.warmup import WARMUP_ENV, traffic
 
 log = logging.getLogger("entrypoint.bake_cache")
 LOCAL_HOST = "127.0.0.1"
@@ -32,8 +32,8 @@ LOCAL_HOST = "127.0.0.1"
 
 def bake_plan(model: str | None, properties: Path | None) -> Plan:
     """What `serve` would run for these inputs, listening on 127.0.0.1 and a free port (where it listens is not part
-    of what compiles: compile_cache.plan_digest leaves it out)."""
-    from entrypoint.planning import build_plan
+    of what compiles: compile_layer.plan_digest leaves it out)."""
+    from entrypoint.inputs.gather import build_plan
 
     return build_plan(model=model, properties=properties, host=LOCAL_HOST, port=free_port(LOCAL_HOST))
 
@@ -96,7 +96,7 @@ def stop_server(server: subprocess.Popen[bytes], timeout_s: float = 60) -> int:
 
 def bake(plan: Plan, out: Path, timeout_s: float) -> dict:
     """Start, warm, stop; returns the manifest. The caches go to out/{vllm,torchinductor,triton}."""
-    for name in (*compile_cache.CACHE_DIRS, compile_cache.MANIFEST):
+    for name in (*compile_layer.CACHE_DIRS, compile_layer.MANIFEST):
         if (out / name).exists() and (not (out / name).is_dir() or any((out / name).iterdir())):
             raise ConfigError("bake-cache --out", str(out), f"{out / name} exists already", "an empty or new folder")
     try:
@@ -110,12 +110,12 @@ def bake(plan: Plan, out: Path, timeout_s: float) -> dict:
         raise ValueError(f"a bake's plan listens on {LOCAL_HOST} and a port: build it with bake_plan()")
     argv = vllm_command(plan)
     # the bake's own traffic is the warm-up's: a server warming itself first would send it twice
-    env = {**vllm_environment(plan, os.environ), **compile_cache.cache_env(out), WARMUP_ENV: "off"}
+    env = {**vllm_environment(plan, os.environ), **compile_layer.cache_env(out), WARMUP_ENV: "off"}
     for line in plan_log_lines(plan):
         log.info("%s", line)
     # as serve does before its exec: the bake's vLLM skips its model-inspection subprocess (20 s on the H200,
     # 2026-12-03c), and the layer then carries every baked entry, so a start from it copies none
-    log.info("%s", model_info_cache.seed(env))
+    log.info("%s", model_info.seed(env))
     log.info("bake-cache: starting the plan's server on %s:%d, caches under %s", LOCAL_HOST, port, out)
     t0 = time.perf_counter()
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
@@ -126,19 +126,19 @@ def bake(plan: Plan, out: Path, timeout_s: float) -> dict:
         except ServerNotReady as err:
             raise BakeFailed(str(err)) from None
         log.info("bake-cache: server up after %.0f s; sending the bake's requests", time.perf_counter() - t0)
-        vocab, max_len, max_seqs = bake_traffic.model_limits(plan.model, plan.vllm_args, "bake-cache")
+        vocab, max_len, max_seqs = traffic.model_limits(plan.model, plan.vllm_args, "bake-cache")
         sampled_cap = None
         if plan.gpu.kind == "cpu":
             sampled_cap = CPU_MAX_SAMPLED_BATCH
             log.info("bake-cache: seeded batches capped at %d (auto: %s)", sampled_cap, SEEDED_CHUNK_CRASH)
-        traffic = bake_traffic.batches(_served_model(port), vocab, max_len, max_seqs, sampled_cap)
-        answered = bake_traffic.send(port, traffic)
+        batches = traffic.batches(_served_model(port), vocab, max_len, max_seqs, sampled_cap)
+        answered = traffic.send(port, batches)
     finally:
         stop_server(server)
         signal.signal(signal.SIGTERM, previous)
     if answered == 0:
         raise BakeFailed("the server answered none of the bake's requests: no layer written")
-    manifest = compile_cache.write_manifest(out, plan, answered, time.perf_counter() - t0)
-    log.info("bake-cache: %d requests in %d batches; wrote %s (%s)", answered, len(traffic),
-             out / compile_cache.MANIFEST, json.dumps(manifest["folders"]))  # fmt: skip
+    manifest = compile_layer.write_manifest(out, plan, answered, time.perf_counter() - t0)
+    log.info("bake-cache: %d requests in %d batches; wrote %s (%s)", answered, len(batches),
+             out / compile_layer.MANIFEST, json.dumps(manifest["folders"]))  # fmt: skip
     return manifest

@@ -8,8 +8,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from entrypoint.errors import ConfigError
 from entrypoint.resolve.render import render_plan
+from entrypoint.utils.errors import ConfigError
 
 EXIT_CONFIG_ERROR = 2
 log = logging.getLogger("entrypoint")
@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _resolve(args: argparse.Namespace) -> int:
-    from entrypoint.planning import build_plan
+    from entrypoint.inputs.gather import build_plan
 
     plan = build_plan(
         model=args.model,

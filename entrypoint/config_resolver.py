@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 from entrypoint.config.moe import MoeBackend
 from entrypoint.config.settings import Settings
-from entrypoint.errors import ConfigError
 from entrypoint.model.types import ModelDescription, WeightDtype
 from entrypoint.resolve.backend_switch import render_backend_switch, validate_user_backend
 from entrypoint.resolve.backends import backend_support, fp8_block_split, fp8_scheme, predict_vllm_auto
@@ -31,6 +30,7 @@ from entrypoint.resolve.rules import RuleContext, first_matching_rule
 from entrypoint.resolve.tuned_configs import TunedConfigIndex, tuned_file_name
 from entrypoint.resolve.vllm_caps import VllmCapabilities
 from entrypoint.resolve.warmup import warmup_env
+from entrypoint.utils.errors import ConfigError
 from kernels.dispatch import DispatchTable
 from kernels.shapes import moe_partition
 

@@ -20,13 +20,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import NoReturn
 
-from entrypoint import model_info_cache
-from entrypoint.compile_cache import seed
-from entrypoint.errors import ConfigError
+from entrypoint.caches import model_info
+from entrypoint.caches.compile_layer import seed
 from entrypoint.resolve.gpu import detect_gpus
 from entrypoint.resolve.gpu_types import GpuInventory
 from entrypoint.resolve.plan import Plan
 from entrypoint.resolve.render import Layout, render_plan
+from entrypoint.utils.errors import ConfigError
 
 log = logging.getLogger("entrypoint.serve")
 
@@ -115,7 +115,7 @@ def require_a_gpu_in_the_cuda_image(environ: Mapping[str, str], gpus: GpuInvento
 
 def serve_main(ns: argparse.Namespace) -> NoReturn:
     """Resolve, fetch, log the plan, and exec vLLM. ConfigError propagates (the CLI exits 2)."""
-    from entrypoint.planning import build_plan
+    from entrypoint.inputs.gather import build_plan
 
     require_a_gpu_in_the_cuda_image(os.environ, detect_gpus())
     plan = build_plan(model=ns.model, properties=ns.properties, host=ns.host, port=ns.port)
@@ -126,7 +126,7 @@ def serve_main(ns: argparse.Namespace) -> NoReturn:
     env = vllm_environment(plan, os.environ)
     log.info("%s", seed(plan, env))
     # after the compile-cache layer, which is seeded only into an empty VLLM_CACHE_ROOT (and holds these entries)
-    log.info("%s", model_info_cache.seed(env))
+    log.info("%s", model_info.seed(env))
     # exec replaces this process: anything still buffered would be lost.
     sys.stdout.flush()
     sys.stderr.flush()

@@ -21,7 +21,7 @@ from typing import Any
 from kernels.config_files import file_device_name
 
 DISPATCH_FILE = Path(__file__).resolve().parent / "fused_moe_dispatch.json"
-# Another table file (a re-measured device, tests): read by the plan (entrypoint.planning) and by the engine plugin
+# Another table file (a re-measured device, tests): read by the plan (entrypoint.inputs.gather) and by the engine plugin
 # in vLLM's processes (entrypoint.moe_plugin), so both see the same table.
 TABLE_ENV = "MOE_SERVING_DISPATCH_TABLE"
 # The scale kinds our kernel was measured on. "tensor-static": one FP8 scale per expert for the weights and a

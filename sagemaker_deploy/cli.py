@@ -12,10 +12,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from entrypoint.errors import ConfigError
+from entrypoint.utils.errors import ConfigError
 from sagemaker_deploy.actions import delete, deploy, invoke, invoke_stream, lmi_body, update
 from sagemaker_deploy.aws import DeployError, make_clients
-from sagemaker_deploy.planning import plan_for_instance, plan_json, plan_text
+from sagemaker_deploy.instance_plan import plan_for_instance, plan_json, plan_text
 from sagemaker_deploy.prepare import Request, prepare
 from sagemaker_deploy.sizing import size_of_local_model, timeouts_for
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from entrypoint.errors import ConfigError
+from entrypoint.utils.errors import ConfigError
 from sagemaker_deploy.validation import service_model
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

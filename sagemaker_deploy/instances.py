@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from entrypoint.errors import ConfigError
+from entrypoint.utils.errors import ConfigError
 
 
 class Accelerators(NamedTuple):

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from entrypoint.config.settings import read_properties
-from entrypoint.errors import ConfigError
 from entrypoint.model.s3 import S3Location
 from entrypoint.resolve.plan import Plan
+from entrypoint.utils.errors import ConfigError
 from sagemaker_deploy.environment import check_env_limits, properties_to_env
-from sagemaker_deploy.planning import plan_for_instance
+from sagemaker_deploy.instance_plan import plan_for_instance
 from sagemaker_deploy.requests import Deployment
 from sagemaker_deploy.s3data import data_source, fetch_plan_files, list_objects, parse_model_data, prefix_uri
 from sagemaker_deploy.sizing import ModelSize, timeouts_for

@@ -15,8 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from entrypoint.errors import ConfigError
 from entrypoint.model.s3 import S3Error, S3Location, S3Object, download_objects, list_s3_objects
+from entrypoint.utils.errors import ConfigError
 from sagemaker_deploy.aws import DeployError, aws_errors
 
 MODEL_DATA_FLAG = "--model-data"

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from entrypoint.errors import ConfigError
 from entrypoint.model.describe import describe_model
 from entrypoint.model.types import ModelDescription, WeightDtype
+from entrypoint.utils.errors import ConfigError
 
 MIN_TIMEOUT_S = 600
 MAX_TIMEOUT_S = 3600

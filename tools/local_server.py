@@ -23,8 +23,8 @@ from typing import Any
 import httpx
 
 from entrypoint.lmi.engine_processes import engine_children
-from entrypoint.ports import free_port
 from entrypoint.run_local import CPU_ENV_DEFAULTS
+from entrypoint.utils.ports import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 # A 2-core machine shared with other jobs: vLLM's start is 12-35 s here, give it room.

@@ -1,7 +1,7 @@
 """Benchmark backend names → how the engine is started (``moe_backend`` engine arg + environment).
 
 - ``auto``: no ``moe_backend``; vLLM's own choice.
-- ``plan``: what this project's resolver decides (``entrypoint.planning.build_plan``), i.e. what ``serve`` runs.
+- ``plan``: what this project's resolver decides (``entrypoint.inputs.gather.build_plan``), i.e. what ``serve`` runs.
 - ``triton``: ``moe_backend="triton"`` on vLLM's shipped/default tiles (VLLM_TUNED_CONFIG_FOLDER unset).
 - ``triton_tuned``: ``triton`` with VLLM_TUNED_CONFIG_FOLDER=kernels/configs (this project's tiles).
 - ``flashinfer_cutlass``: ``moe_backend="flashinfer_cutlass"``.
@@ -155,7 +155,7 @@ def engine_setups(
 
 def plan_from_resolver(model_dir: Path, gpu: str | None = None) -> PlanDecision:
     """Ask this project's resolver (imports entrypoint; fails where its dependencies are missing)."""
-    from entrypoint.planning import build_plan
+    from entrypoint.inputs.gather import build_plan
 
     plan = build_plan(model=str(model_dir), gpu=gpu, vllm_version="0.26.0")
     return PlanDecision(plan.moe_backend, dict(plan.env), "resolver" + (f" gpu={gpu}" if gpu else ""))
@@ -173,7 +173,7 @@ def load_plan_snapshot(path: Path) -> dict[str, PlanDecision]:
 def make_plan_provider(snapshot: Path | None, gpu: str | None) -> tuple[PlanProvider | None, str]:
     """The resolver if importable here, else the snapshot; the string says which (for the log)."""
     try:
-        import entrypoint.planning  # noqa: F401
+        import entrypoint.inputs.gather  # noqa: F401
     except Exception as exc:  # ImportError, or a dependency of it missing on a bare GPU host
         if snapshot is None or not snapshot.is_file():
             return None, f"resolver unavailable ({type(exc).__name__}: {exc}) and no plan snapshot"
@@ -185,4 +185,4 @@ def make_plan_provider(snapshot: Path | None, gpu: str | None) -> tuple[PlanProv
             return plans[model_dir.name]
 
         return from_snapshot, f"plan snapshot {snapshot} (resolver unavailable: {exc})"
-    return (lambda model_dir: plan_from_resolver(model_dir, gpu)), "resolver (entrypoint.planning)"
+    return (lambda model_dir: plan_from_resolver(model_dir, gpu)), "resolver (entrypoint.inputs.gather)"

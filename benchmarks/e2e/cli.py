@@ -298,7 +298,7 @@ def job_timeout(args: RunArgs, model: str, backend: str) -> float:
 
 def execute(args: RunArgs) -> int:
     if args.engine == "served":
-        provider, provider_note = None, "resolver (entrypoint.planning.build_plan with the served options)"
+        provider, provider_note = None, "resolver (entrypoint.inputs.gather.build_plan with the served options)"
     else:
         provider, provider_note = be.make_plan_provider(args.plan_snapshot, args.plan_gpu)
         planned = [b for b in args.backends if b in ("plan", "plan_vllm_kernel")]
@@ -587,8 +587,8 @@ def _layer_start(
 ) -> tuple[dict[str, Any], Path | None]:
     """The image with its compile-cache layer (`make cache-layer`): `python -m entrypoint bake-cache` here with the
     row's options, then a start from empty caches seeded from that layer as `serve` seeds them
-    (entrypoint.compile_cache.seed), probed with every workload shape and seeded top-p batches; its row counts what
-    still compiled at start and after. Returns the row and the layer (None when the bake failed)."""
+    (entrypoint.caches.compile_layer.seed), probed with every workload shape and seeded top-p batches; its row counts
+    what still compiled at start and after. Returns the row and the layer (None when the bake failed)."""
     model_dir = tokenizer.prepare_model_dir(run_dir, args.work_dir)
     layer = cache.with_name(cache.name + "-layer")
     shutil.rmtree(layer, ignore_errors=True)
@@ -636,17 +636,17 @@ def _start_from_layer(
 ) -> dict[str, Any]:
     """One start from empty caches seeded from `layer`, as `serve` seeds them. The first (pair 1) is probed with
     every workload shape and seeded top-p batches and counts what compiled after start; later ones time the start."""
-    from entrypoint import compile_cache
+    from entrypoint.caches import compile_layer
     from entrypoint.resolve.cpu_engine import CPU_MAX_SAMPLED_BATCH
 
     mode = "layer" if pair == 1 else f"layer {pair}"
     model_dir = tokenizer.prepare_model_dir(run_dir, args.work_dir)
     where = cache.with_name(cache.name + "-from-layer")
     runner.reset_cache(where)
-    env = _engine_env(args, j, where, {compile_cache.LAYER_ENV: str(layer)})
+    env = _engine_env(args, j, where, {compile_layer.LAYER_ENV: str(layer)})
     # the plan serve resolves here (GPU detected, as the bake detected it), and the one line serve logs
     plan = served.served_plan(model_dir, env, port=free_port(), options=served_options(args))
-    seeded = compile_cache.seed(plan, env)
+    seeded = compile_layer.seed(plan, env)
     print(f"e2e: {j.model} plan: {mode}: {seeded}")
     if not seeded.startswith("compile cache: seeded "):
         failed = runner.JobResult(status="failed", error=seeded)

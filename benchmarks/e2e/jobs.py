@@ -1,6 +1,6 @@
 """The run's engines, planned before anything starts: one job per (model, backend), with its split and command.
 
-Served engine: the model's plan is resolved once with the run's options (`entrypoint.planning.build_plan`, what
+Served engine: the model's plan is resolved once with the run's options (`entrypoint.inputs.gather.build_plan`, what
 `serve` runs), and every row is that plan with its own MoE backend switch (served.row_command). The split the
 plan asks for (parallel.split_of its argv) is the one the tuned-file lookup follows, so `--option
 tensor_parallel_degree=4` and the image default `tensor_parallel_degree=max` on `--plan-num-gpus 8` both name
@@ -111,7 +111,7 @@ def plan_jobs(args: RunArgs, plan_provider: be.PlanProvider | None) -> list[Plan
 
 
 def _served_jobs(args: RunArgs, model_dir: Path) -> list[PlannedJob]:
-    from entrypoint.errors import ConfigError
+    from entrypoint.utils.errors import ConfigError
 
     config, label, options = spec.load_config(model_dir), spec.model_label(model_dir), served_options(args)
     opts = bench_opts.label(args.options)

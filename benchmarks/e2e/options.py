@@ -1,6 +1,6 @@
 """`--option KEY=VALUE`: LMI options for the served rows, given to the server as a SageMaker user gives them.
 
-Each option becomes `OPTION_<KEY>` in the environment the plan is resolved from (entrypoint.planning.build_plan),
+Each option becomes `OPTION_<KEY>` in the environment the plan is resolved from (entrypoint.inputs.gather.build_plan),
 for every backend row of the run, exactly as `option.<key>` in serving.properties or `OPTION_<KEY>` on an endpoint
 would: `--option tensor_parallel_degree=4`, `--option enable_expert_parallel=true`. Only the key's shape is checked
 here; the resolver validates the value (and ignores unknown keys with a reason line, which `--dry-run` prints).

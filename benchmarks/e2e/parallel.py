@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from entrypoint.argv import flag_value
+from entrypoint.utils.argv import flag_value
 
 MULTICAST_OFF: dict[str, str] = {
     "NCCL_NVLS_ENABLE": "0",

@@ -221,12 +221,12 @@ def prewarm_flashinfer(env: Mapping[str, str], timeout_s: float, python: str = s
 def bake_model_info(
     root: Path, env: Mapping[str, str], timeout_s: float, python: str = sys.executable
 ) -> dict[str, str]:
-    """vLLM's model-info entries made as the image build makes them (entrypoint.model_info_cache), once per run: the
+    """vLLM's model-info entries made as the image build makes them (entrypoint.caches.model_info), once per run: the
     variable that makes each served start seed them as `serve` does, or {} (and the reason printed) if the bake
     failed here."""
-    from entrypoint.model_info_cache import BAKED_ENV
+    from entrypoint.caches.model_info import BAKED_ENV
 
-    cmd = [python, "-m", "entrypoint.model_info_cache", "bake", "--out", str(root)]
+    cmd = [python, "-m", "entrypoint.caches.model_info", "bake", "--out", str(root)]
     try:
         done = subprocess.run(cmd, env={**env, "VLLM_LOGGING_LEVEL": "ERROR"}, timeout=timeout_s, check=False,
                               capture_output=True, text=True)  # fmt: skip

@@ -2,7 +2,7 @@
 
 A benchmark row is what a user runs, so the engine is built the way the image builds it: the image's default
 serving.properties, then the benchmark's own needs given as `OPTION_*` variables (as a SageMaker user sets
-them), resolved by `entrypoint.planning.build_plan`, turned into argv and environment by the same
+them), resolved by `entrypoint.inputs.gather.build_plan`, turned into argv and environment by the same
 `entrypoint.serve` functions that `serve` execs. The benchmark's needs are only these:
 - `load_format=dummy` (random weights: the bundled models are config files),
 - `max_model_len` and `max_rolling_batch_size` (the workload's longest request, its largest concurrency; a start
@@ -112,8 +112,8 @@ def served_plan(
     vllm_version: str | None = None,
 ) -> Plan:
     """The plan `serve` resolves for this model: the image default serving.properties under the options.
-    Raises entrypoint.errors.ConfigError where `serve` would refuse to start."""
-    from entrypoint.planning import build_plan
+    Raises entrypoint.utils.errors.ConfigError where `serve` would refuse to start."""
+    from entrypoint.inputs.gather import build_plan
 
     base = {**environ, "MOE_SERVING_DEFAULT_PROPERTIES": str(IMAGE_DEFAULT_PROPERTIES), **options}
     return build_plan(

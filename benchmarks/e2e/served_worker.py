@@ -31,8 +31,8 @@ from benchmarks.e2e.httpload import run_batch
 from benchmarks.e2e.jitcount import compiled_kernels, rank_dirs
 from benchmarks.e2e.tokenizer import words
 from benchmarks.e2e.worker import EventLog, job_main
-from entrypoint import model_info_cache
 from entrypoint.bake_cache import stop_server, wait_ready
+from entrypoint.caches import model_info
 
 faulthandler.register(signal.SIGUSR1, all_threads=True)
 COMPLETIONS = "/v1/completions"
@@ -174,7 +174,7 @@ def run(job: dict[str, Any]) -> int:
     server_log = Path(job["server_log"])
     launched_at = time.time()  # the wall clock vLLM's log stamps use: logparse.process_gaps splits the start by it
     # what `serve` does before its exec, in the start's time (no-op without MOE_BAKED_MODEL_INFO: that line says so)
-    print(model_info_cache.seed(os.environ), flush=True)
+    print(model_info.seed(os.environ), flush=True)
     with server_log.open("wb") as log:
         server = subprocess.Popen(job["argv"], stdout=log, stderr=subprocess.STDOUT)
     try:

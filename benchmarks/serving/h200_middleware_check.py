@@ -29,7 +29,7 @@ from typing import Any
 
 from benchmarks.serving.bodies import PROMPT, count_tokens, stream_body
 from benchmarks.sigterm import exit_on_sigterm
-from entrypoint.ports import free_port
+from entrypoint.utils.ports import free_port
 
 
 class Client:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 from enum import StrEnum
 
-from entrypoint.errors import ConfigError
+from entrypoint.utils.errors import ConfigError
 
 
 class MoeBackend(StrEnum):

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from entrypoint.config.lmi_options import CUDA_GRAPHS_ENV, ENV_ALIASES, ENV_SERVER_ALIASES, PROJECT_OPTIONS
 from entrypoint.config.moe import MoeBackend, MoeKernel, parse_moe_backend, parse_moe_kernel
 from entrypoint.config.warmup import Warmup, parse_warmup
-from entrypoint.errors import ConfigError
+from entrypoint.utils.errors import ConfigError
 
 DEFAULT_MODEL_DIR = "/opt/ml/model"
 # The image copies the repository's serving.properties here (Dockerfile); overridable for tests.

@@ -9,7 +9,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from entrypoint.config.moe import normalise_name
-from entrypoint.errors import ConfigError
+from entrypoint.utils.errors import ConfigError
 
 
 class Warmup(StrEnum):

@@ -17,7 +17,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from entrypoint.argv import flag_value
+from entrypoint.utils.argv import flag_value
 from entrypoint.warmup import DEFAULT_TIMEOUT_S, HEADER, MAX_SAMPLED_BATCH_ENV, TIMEOUT_ENV, WARMUP_ENV
 
 # A child of vLLM's logger, which vLLM gives its handler and format in its server process: an INFO line of a logger

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from entrypoint.errors import ConfigError
+from entrypoint.utils.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -13,11 +13,11 @@ import difflib
 from dataclasses import dataclass, field
 
 from entrypoint.config.moe import MoeBackend
-from entrypoint.errors import ConfigError
 from entrypoint.model.types import ModelDescription
 from entrypoint.resolve.backends import backend_support, oracle_family
 from entrypoint.resolve.gpu_types import GpuInventory
 from entrypoint.resolve.vllm_caps import VllmCapabilities
+from entrypoint.utils.errors import ConfigError
 
 MOE_BACKEND_FLAG = "--moe-backend"
 # Before 0.17 there is no --moe-backend: the era's switches (never VLLM_USE_DEEP_GEMM=1).

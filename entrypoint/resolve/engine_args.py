@@ -22,9 +22,9 @@ from entrypoint.config.lmi_options import (
     RESERVED_ARGS,
     SERVER_KEYS,
 )
-from entrypoint.errors import ConfigError
 from entrypoint.resolve.gpu_types import GpuInventory
 from entrypoint.resolve.vllm_caps import EngineArg, VllmCapabilities
+from entrypoint.utils.errors import ConfigError
 
 _BOOL_VALUES = ("true", "false")
 

@@ -6,8 +6,8 @@ import os
 import re
 from collections.abc import Sequence
 
-from entrypoint.errors import ConfigError
 from entrypoint.resolve.gpu_types import GpuDevice, GpuInventory
+from entrypoint.utils.errors import ConfigError
 
 # name → (NVML name, compute capability, memory MiB). Memory as NVML reports it on these parts.
 KNOWN_GPUS: dict[str, tuple[str, tuple[int, int], int]] = {

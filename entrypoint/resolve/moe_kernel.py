@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 
 from entrypoint.config.moe import MoeKernel
 from entrypoint.config.settings import Settings
-from entrypoint.errors import ConfigError
 from entrypoint.model.types import ModelDescription
 from entrypoint.moe_plugin import ENTRY_POINT, ENTRY_POINT_GROUP, ENTRY_POINT_NAME, KERNEL_ENV, PLUGINS_ENV
 from entrypoint.moe_plugin.hook import CHECKED_VLLM
 from entrypoint.resolve.backends import fp8_scheme
 from entrypoint.resolve.gpu_types import GpuInventory
+from entrypoint.utils.errors import ConfigError
 from kernels.dispatch import DispatchKey, DispatchRow, DispatchTable
 from kernels.shapes import moe_partition
 

@@ -13,8 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 
 from entrypoint.config.moe import MoeBackend, MoeKernel
 from entrypoint.model.types import ModelDescription, MoEShape, Quantization
-from entrypoint.redact import redact_args, redact_env, scrub, secret_values
 from entrypoint.resolve.gpu_types import GpuSummary
+from entrypoint.utils.redact import redact_args, redact_env, scrub, secret_values
 
 
 class PlanQuantization(Quantization):

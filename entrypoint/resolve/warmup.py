@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from entrypoint.config.settings import Settings
 from entrypoint.config.warmup import Warmup
-from entrypoint.errors import ConfigError
 from entrypoint.resolve.cpu_engine import CPU_MAX_SAMPLED_BATCH, SEEDED_CHUNK_CRASH
 from entrypoint.resolve.engine_args import EngineArgs
 from entrypoint.resolve.gpu_types import GpuInventory
+from entrypoint.utils.errors import ConfigError
 from entrypoint.warmup import MAX_SAMPLED_BATCH_ENV, WARMUP_ENV
 
 WHAT = "the server sends the compile-cache bake's requests to itself before /ping answers 200"

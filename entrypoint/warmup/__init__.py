@@ -4,7 +4,7 @@ vLLM compiles some Triton kernels the first time a shape reaches them (on the H2
 prefill token counts outside the captured sizes, `_topk_topp_kernel` on the first seeded top-p batch of 8 or more),
 which stalls the engine under the first users' requests. The LMI middleware starts this process when the plan says
 so (MOE_WARMUP=on, entrypoint.resolve.warmup) and holds /ping and /health at 503 until it exits; it sends the
-compile-cache bake's traffic (entrypoint.bake_traffic) to the server's /invocations, so the shapes a workload can
+compile-cache bake's traffic (entrypoint.warmup.traffic) to the server's /invocations, so the shapes a workload can
 reach compile during the start, or load from the baked layer when there is one. It exits 0 once every batch was
 answered (a 4xx, a prompt over a limit, is logged and skipped) and 1 when the server could not be reached or failed a
 request: the middleware then logs why and opens /ping anyway, since serving cold is better than not serving.

@@ -28,22 +28,22 @@ def wait_listening(host: str, port: int, deadline: float) -> bool:
 
 
 def run(host: str, port: int, model: str, vllm_args: list[str], max_sampled_batch: int | None, timeout_s: float) -> int:
-    from entrypoint import bake_traffic
+    from entrypoint.warmup import traffic
 
     t0 = time.perf_counter()
     if not wait_listening(host, port, time.time() + timeout_s):
         log.error("warm-up: nothing listens on %s:%d after %.0f s", host, port, timeout_s)
         return 1
-    vocab, max_len, max_seqs = bake_traffic.model_limits(model, vllm_args, "warm-up")
-    traffic = bake_traffic.batches(None, vocab, max_len, max_seqs, max_sampled_batch)
+    vocab, max_len, max_seqs = traffic.model_limits(model, vllm_args, "warm-up")
+    batches = traffic.batches(None, vocab, max_len, max_seqs, max_sampled_batch)
     try:
-        answered = bake_traffic.send(
-            port, traffic, timeout=timeout_s, path=PATH, who="warm-up", headers={HEADER: "1"}, host=host
+        answered = traffic.send(
+            port, batches, timeout=timeout_s, path=PATH, who="warm-up", headers={HEADER: "1"}, host=host
         )
     except (OSError, RuntimeError) as err:
         log.error("warm-up: %s", err)
         return 1
-    log.info("warm-up: %d requests in %d batches answered in %.1f s", answered, len(traffic), time.perf_counter() - t0)
+    log.info("warm-up: %d requests in %d batches answered in %.1f s", answered, len(batches), time.perf_counter() - t0)
     return 0
 
 

@@ -18,7 +18,7 @@ from benchmarks.e2e import cli, jitcount, jobs, logparse, parallel, report, runn
 from benchmarks.e2e import options as bench_opts
 from benchmarks.e2e.backends import KERNEL_ENV, TUNED_ENV, EngineSetup
 from benchmarks.e2e.logparse import EngineLog
-from entrypoint.planning import build_plan
+from entrypoint.inputs.gather import build_plan
 from entrypoint.serve import vllm_command
 
 MODELS = Path(__file__).resolve().parents[2] / "benchmarks" / "e2e" / "models"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from benchmarks.e2e.runner import IMAGE_START_METHOD
 from kernels.triton_cache import TRITON_CACHE_MANAGER
-from sagemaker_deploy.planning import IMAGE_VLLM_VERSION
+from sagemaker_deploy.instance_plan import IMAGE_VLLM_VERSION
 from tests.conftest_paths import REPO
 
 DOCKERFILE = REPO / "Dockerfile"

@@ -9,9 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from entrypoint import bake_traffic, compile_cache
-from entrypoint.planning import build_plan
+from entrypoint.caches import compile_layer
+from entrypoint.inputs.gather import build_plan
 from entrypoint.resolve.cpu_engine import CPU_MAX_SAMPLED_BATCH
+from entrypoint.warmup import traffic
 from tools.local_server import CPU_ENV, REPO
 
 
@@ -36,18 +37,18 @@ def test_bake_cache_serves_every_batch_and_writes_a_layer_serve_accepts(tiny_mod
     out = tmp_path / "layer"
     run = bake(tiny_model, out)
     assert run.returncode == 0, run.stderr[-4000:]
-    manifest = json.loads((out / compile_cache.MANIFEST).read_text())
+    manifest = json.loads((out / compile_layer.MANIFEST).read_text())
     serve_plan = build_plan(model=str(tiny_model), environ={**os.environ, **CPU_ENV})
     # max_model_len 512 from the argv; max_num_seqs: the logged default
-    vocab, max_len, max_seqs = bake_traffic.model_limits(serve_plan.model, serve_plan.vllm_args, "bake-cache")
+    vocab, max_len, max_seqs = traffic.model_limits(serve_plan.model, serve_plan.vllm_args, "bake-cache")
     assert max_len == 512 and f"max_num_seqs = {max_seqs} (auto: " in run.stderr
-    sent = bake_traffic.batches("m", vocab, max_len, max_seqs, CPU_MAX_SAMPLED_BATCH)
+    sent = traffic.batches("m", vocab, max_len, max_seqs, CPU_MAX_SAMPLED_BATCH)
     assert manifest["bake_requests"] == sum(len(b.bodies) for b in sent)  # every request answered 200
     assert "seeded batches capped at 8 (auto: " in run.stderr  # the CPU engine's decision, with its reason
     # what serve plans for the same model (listening on 0.0.0.0:8080) has the layer's key: serve would seed it
-    assert manifest["key"] == compile_cache.key_for(serve_plan).__dict__
-    env = {**compile_cache.cache_env(tmp_path / "run"), compile_cache.LAYER_ENV: str(out)}
-    assert compile_cache.seed(serve_plan, env).startswith("compile cache: seeded ")
+    assert manifest["key"] == compile_layer.key_for(serve_plan).__dict__
+    env = {**compile_layer.cache_env(tmp_path / "run"), compile_layer.LAYER_ENV: str(out)}
+    assert compile_layer.seed(serve_plan, env).startswith("compile cache: seeded ")
     # the server is gone, and a second bake into the same folder is refused before anything starts
     again = bake(tiny_model, out)
     assert again.returncode == 2 and f"{out / 'vllm'} exists already. Accepted: an empty or new folder" in again.stderr

@@ -1,7 +1,7 @@
 """A burst of seeded sampled requests on the CPU engine: the engine must still serve after it.
 
 vLLM 0.32's CPU engine died on a seeded request whose prefill was split over steps (its model runner rewinds the
-request's CPU torch.Generator with `set_offset`, which a CPU generator refuses: entrypoint/bake_traffic.py). 256
+request's CPU torch.Generator with `set_offset`, which a CPU generator refuses: entrypoint/warmup/traffic.py). 256
 seeded requests of 36 tokens at once are 9216 prompt tokens, more than one step takes, so some prefills are chunked:
 any client of the cpu flavour could send that. The resolver turns chunked prefill off on the CPU engine
 (entrypoint/config_resolver.py); this is the burst that killed the engine before it did.

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import httpx
 
-from entrypoint import bake_traffic
-from entrypoint.planning import build_plan
+from entrypoint.inputs.gather import build_plan
 from entrypoint.resolve.cpu_engine import CPU_MAX_SAMPLED_BATCH
+from entrypoint.warmup import traffic
 from tools.local_server import CPU_ENV, Server
 
 
@@ -23,12 +23,12 @@ def test_ping_answers_200_only_once_the_warmup_answered_every_request(tiny_model
     try:
         log = server.log_path.read_text(errors="replace")
         plan = build_plan(model=str(tiny_model), environ={**CPU_ENV, "OPTION_WARMUP": "on"})
-        vocab, max_len, max_seqs = bake_traffic.model_limits(plan.model, plan.vllm_args, "warm-up")
-        traffic = bake_traffic.batches(None, vocab, max_len, max_seqs, CPU_MAX_SAMPLED_BATCH)
+        vocab, max_len, max_seqs = traffic.model_limits(plan.model, plan.vllm_args, "warm-up")
+        batches = traffic.batches(None, vocab, max_len, max_seqs, CPU_MAX_SAMPLED_BATCH)
         assert "reason: warmup: on (option.warmup): the server sends the compile-cache bake's requests" in log
         answered = re.search(r"warm-up: (\d+) requests in (\d+) batches answered", log)
         assert answered, log[-3000:]
-        assert (int(answered[1]), int(answered[2])) == (sum(len(b.bodies) for b in traffic), len(traffic))
+        assert (int(answered[1]), int(answered[2])) == (sum(len(b.bodies) for b in batches), len(batches))
         # the health checks of Server.start saw 503 while it ran, and the first 200 only after it was done
         done = log.index("warm-up: done after")
         pings = [(m.start(), m[1]) for m in re.finditer(r'"GET /ping HTTP/1.1" (\d{3})', log)]

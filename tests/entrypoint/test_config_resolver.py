@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 from entrypoint.config.moe import MoeBackend
 from entrypoint.config.settings import Settings
 from entrypoint.config_resolver import resolve
-from entrypoint.errors import ConfigError
 from entrypoint.model.types import (
     ActivationScheme as A,
 )
@@ -32,6 +31,7 @@ from entrypoint.resolve.gpu import simulate_gpus
 from entrypoint.resolve.plan import Plan, PlanQuantization
 from entrypoint.resolve.tuned_configs import TunedConfigIndex
 from entrypoint.resolve.vllm_caps import PINNED_VLLM_VERSION, load_snapshot
+from entrypoint.utils.errors import ConfigError
 
 CAPS = load_snapshot(PINNED_VLLM_VERSION)  # the image's vLLM (0.32.0)
 QWEN3_MOE = MoEShape(num_experts=128, top_k=8, hidden_size=2048, expert_intermediate_size=768)

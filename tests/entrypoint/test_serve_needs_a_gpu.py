@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from entrypoint.errors import ConfigError
 from entrypoint.resolve.gpu import detect_gpus, simulate_gpus
 from entrypoint.serve import FLAVOUR_ENV, require_a_gpu_in_the_cuda_image
+from entrypoint.utils.errors import ConfigError
 
 
 def test_the_cuda_image_without_a_gpu_names_docker_run_gpus_all() -> None:

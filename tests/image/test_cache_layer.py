@@ -49,7 +49,7 @@ def test_a_baked_layer_is_seeded_by_serve_of_the_layered_image(
         with running(plain):
             plain.wait_ready()
             assert "compile cache: no baked layer at /opt/moe-serving/compile-cache" in plain.logs()
-            # vLLM's model-info entries baked at build (entrypoint/model_info_cache.py): all copied into the empty
+            # vLLM's model-info entries baked at build (entrypoint/caches/model_info.py): all copied into the empty
             # cache; with the layer, none (the bake seeded them as serve does, so the layer's VLLM_CACHE_ROOT has them)
             copied = _model_info_copied(plain.logs())
             assert copied > 100 and layered == 0, (copied, layered)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import httpx
 
-from entrypoint import bake_traffic
 from entrypoint.resolve.cpu_engine import CPU_MAX_SAMPLED_BATCH
+from entrypoint.warmup import traffic
 from tests.image.conftest import readable_copy, running
 from tests.image.container import Container
 
@@ -31,9 +31,9 @@ def test_the_container_holds_ping_until_its_warmup_answered_every_request(tiny_m
         argv = re.search(r"exec: vllm serve (.*)", logs)
         assert argv, logs[:3000]
         args = argv[1].split()
-        vocab, max_len, max_seqs = bake_traffic.model_limits(str(tiny_model), args, "test")
-        traffic = bake_traffic.batches(None, vocab, max_len, max_seqs, CPU_MAX_SAMPLED_BATCH)
-        assert (int(answered[1]), int(answered[2])) == (sum(len(b.bodies) for b in traffic), len(traffic))
+        vocab, max_len, max_seqs = traffic.model_limits(str(tiny_model), args, "test")
+        batches = traffic.batches(None, vocab, max_len, max_seqs, CPU_MAX_SAMPLED_BATCH)
+        assert (int(answered[1]), int(answered[2])) == (sum(len(b.bodies) for b in batches), len(batches))
         held = [p.at_s for p in container.pings if p.status == 503]
         assert held and max(held) < ready_s, container.pings[-5:]  # 503 while it ran, then the 200
         assert "warm-up: done after" in logs and '"POST /invocations HTTP/1.1"' not in logs

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from entrypoint.errors import ConfigError
+from entrypoint.utils.errors import ConfigError
 from sagemaker_deploy.environment import check_env_limits, env_name, properties_to_env
 from sagemaker_deploy.instances import INSTANCE_GPUS, accelerators_for
 from sagemaker_deploy.requests import Deployment, resource_name, utc_stamp

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from entrypoint.config.moe import MoeBackend, MoeKernel, parse_moe_backend, parse_moe_kernel
-from entrypoint.errors import ConfigError
 from entrypoint.resolve.vllm_caps import SNAPSHOT_DIR
+from entrypoint.utils.errors import ConfigError
 
 
 @pytest.mark.parametrize("snapshot", sorted(p.name for p in SNAPSHOT_DIR.glob("vllm_*.json")))

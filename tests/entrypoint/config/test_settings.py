@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from entrypoint.config.settings import fallback_model, load_settings, read_properties
-from entrypoint.errors import ConfigError
+from entrypoint.utils.errors import ConfigError
 from tests.conftest_paths import REPO
 
 
@@ -260,7 +260,7 @@ QWEN = str(REPO / "tests/fixtures/models/qwen3-30b-a3b-fp8")
 
 
 def _plan(environ: dict[str, str], **kw):
-    from entrypoint.planning import build_plan
+    from entrypoint.inputs.gather import build_plan
 
     return build_plan(model=QWEN, gpu="H200", num_gpus=8, vllm_version="0.26.0", environ=environ, **kw)
 

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from entrypoint.errors import ConfigError
 from entrypoint.model.describe import describe_model
 from entrypoint.model.types import (
     ActivationScheme as Act,
@@ -27,6 +26,7 @@ from entrypoint.model.types import (
     Quantization,
     WeightDtype,
 )
+from entrypoint.utils.errors import ConfigError
 from tests.conftest_paths import FIXTURE_MODELS
 
 FIXTURES = FIXTURE_MODELS

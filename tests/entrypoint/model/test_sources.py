@@ -14,9 +14,9 @@ import httpx
 import pytest
 from boto3.s3.transfer import TransferConfig
 
-from entrypoint.errors import ConfigError
 from entrypoint.model.s3 import PART_SUFFIX, S3_MANIFEST, S3Location, s3_client, sync_s3_prefix
 from entrypoint.model.sources import ModelLocation, classify_model, download_model, read_model_configs
+from entrypoint.utils.errors import ConfigError
 from tests.conftest_paths import FIXTURE_MODELS
 
 FIXTURES = FIXTURE_MODELS

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from entrypoint.errors import ConfigError
 from entrypoint.resolve.engine_args import build_engine_args
 from entrypoint.resolve.gpu import simulate_gpus
 from entrypoint.resolve.vllm_caps import load_snapshot
+from entrypoint.utils.errors import ConfigError
 
 CAPS = load_snapshot("0.26.0")
 H200X8 = simulate_gpus("H200", 8)

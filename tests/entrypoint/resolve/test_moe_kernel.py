@@ -10,12 +10,12 @@ import pytest
 
 from entrypoint.config.moe import MoeKernel
 from entrypoint.config_resolver import resolve
-from entrypoint.errors import ConfigError
+from entrypoint.inputs.gather import DISPATCH_TABLE_ENV, load_dispatch_table
 from entrypoint.model.types import ModelDescription, MoEShape
 from entrypoint.moe_plugin import KERNEL_ENV
-from entrypoint.planning import DISPATCH_TABLE_ENV, load_dispatch_table
 from entrypoint.resolve.gpu import simulate_gpus
 from entrypoint.resolve.vllm_caps import load_snapshot
+from entrypoint.utils.errors import ConfigError
 from kernels.dispatch import DISPATCH_FILE, DispatchTable
 from tests.entrypoint.test_config_resolver import CAPS, QWEN3_MOE, SCHEMES, settings
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from entrypoint.planning import build_plan
+from entrypoint.inputs.gather import build_plan
 from entrypoint.resolve.render import Layout, plan_rows, render_plan
 from entrypoint.serve import plan_log_lines
-from sagemaker_deploy.planning import plan_text
+from sagemaker_deploy.instance_plan import plan_text
 from tests.conftest_paths import FIXTURE_MODELS
 
 MIXTRAL = str(FIXTURE_MODELS / "mixtral-8x7b-instruct-v0.1-fp8")

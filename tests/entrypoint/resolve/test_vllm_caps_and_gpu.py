@@ -8,7 +8,6 @@ import sys
 
 import pytest
 
-from entrypoint.errors import ConfigError
 from entrypoint.resolve.gpu import detect_gpus, simulate_gpus, visible_indices
 from entrypoint.resolve.vllm_caps import (
     SNAPSHOT_DIR,
@@ -18,6 +17,7 @@ from entrypoint.resolve.vllm_caps import (
     load_snapshot,
     parse_version,
 )
+from entrypoint.utils.errors import ConfigError
 
 
 def test_the_installed_vllm_is_read_without_importing_it():
@@ -48,7 +48,7 @@ def test_the_committed_snapshot_matches_the_installed_vllm_it_was_made_from():
 
 def test_the_pinned_version_is_the_images_and_planning_without_vllm_uses_its_snapshot(monkeypatch):
     from entrypoint.resolve import vllm_caps
-    from sagemaker_deploy.planning import IMAGE_VLLM_VERSION
+    from sagemaker_deploy.instance_plan import IMAGE_VLLM_VERSION
 
     assert vllm_caps.PINNED_VLLM_VERSION == IMAGE_VLLM_VERSION == "0.32.0"
     monkeypatch.setattr(vllm_caps, "installed_vllm", lambda: None)  # a laptop planning for the image

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from entrypoint import compile_cache
+from entrypoint.caches import compile_layer
 from entrypoint.config.warmup import Warmup, parse_warmup
 from entrypoint.config_resolver import resolve
-from entrypoint.errors import ConfigError
 from entrypoint.resolve.gpu import simulate_gpus
 from entrypoint.resolve.vllm_caps import load_snapshot
+from entrypoint.utils.errors import ConfigError
 from entrypoint.warmup import MAX_SAMPLED_BATCH_ENV, WARMUP_ENV
 from tests.entrypoint.test_config_resolver import CAPS, model, settings
 
@@ -77,4 +77,4 @@ def test_the_warmup_setting_is_not_part_of_the_compile_cache_key():
     # the bake turns the warm-up off (its own traffic is the same requests): a layer must fit a serve that warms up
     on = resolve(settings(warmup="on"), model("native fp8 static"), simulate_gpus("H200"), CAPS)
     off = resolve(settings(warmup="off"), model("native fp8 static"), simulate_gpus("H200"), CAPS)
-    assert on.env != off.env and compile_cache.plan_digest(on) == compile_cache.plan_digest(off)
+    assert on.env != off.env and compile_layer.plan_digest(on) == compile_layer.plan_digest(off)

@@ -191,7 +191,7 @@ def test_serve_without_gpus_refuses_in_seconds_in_one_line_loading_nothing() -> 
 def test_an_arbitrary_uid_writes_nothing_outside_tmp() -> None:
     # what runs without a GPU: the engine's imports (vLLM, FlashInfer, torch, Triton) and the plan for the mount
     code = (
-        "import vllm, flashinfer, torch, triton; from entrypoint.planning import build_plan; "
+        "import vllm, flashinfer, torch, triton; from entrypoint.inputs.gather import build_plan; "
         "plan = build_plan(gpu='H200'); print('planned', plan.effective_moe_backend)"
     )
     status, logs, _, outside = run_kept("moe-image-test-cuda-uid", "--entrypoint", "python3", IMAGE, "-c", code)

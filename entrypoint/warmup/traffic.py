@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from entrypoint.argv import flag_value
+from entrypoint.utils.argv import flag_value
 
-log = logging.getLogger("entrypoint.bake_traffic")
+log = logging.getLogger("entrypoint.warmup.traffic")
 PROMPT_LENGTHS = (1, 2, 3, 7, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 511, 512, 513, 1023,
                   1024, 1025, 2047, 2048, 4096, 8191, 8192)  # fmt: skip
 SAMPLED = (

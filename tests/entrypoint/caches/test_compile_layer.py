@@ -1,4 +1,5 @@
-"""entrypoint.compile_cache: a baked layer is copied into the run-time caches only when it was made for this start."""
+"""entrypoint.caches.compile_layer: a baked layer is copied into the run-time caches only when it was made for this
+start."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from entrypoint import compile_cache as cc
+from entrypoint.caches import compile_layer as cc
 from entrypoint.resolve.plan import Plan
 
 ARGS = ("/opt/ml/model", "--moe-backend", "triton", "--max-num-seqs", "64")

@@ -22,8 +22,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from entrypoint.redact import is_secret_env, is_secret_flag
 from entrypoint.resolve.plan import Plan
+from entrypoint.utils.redact import is_secret_env, is_secret_flag
 from entrypoint.warmup import WARMUP_ENVS
 
 # The layer's folders and the variables that name their run-time place (the image sets all three under /tmp).

@@ -8,12 +8,12 @@ import os
 import pytest
 
 from entrypoint.cli import main
-from entrypoint.planning import build_plan
-from entrypoint.redact import REDACTED, is_secret_env, redact_args, redact_env
+from entrypoint.inputs.gather import build_plan
 from entrypoint.resolve.plan import Plan
 from entrypoint.resolve.render import render_plan
 from entrypoint.serve import plan_log_lines, vllm_command
-from sagemaker_deploy.planning import plan_json, plan_text
+from entrypoint.utils.redact import REDACTED, is_secret_env, redact_args, redact_env
+from sagemaker_deploy.instance_plan import plan_json, plan_text
 from tests.conftest_paths import FIXTURE_MODELS
 
 MODEL = str(FIXTURE_MODELS / "qwen3-30b-a3b-fp8")

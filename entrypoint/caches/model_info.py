@@ -103,7 +103,7 @@ def seed(environ: Mapping[str, str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m entrypoint.model_info_cache", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m entrypoint.caches.model_info", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     make = commands.add_parser("bake", help="write vLLM's model-info entries for every registered architecture")
     make.add_argument("--out", type=Path, required=True, help="the cache root; entries go to OUT/modelinfos")

@@ -1,7 +1,8 @@
 """The one pipeline from user inputs to a Plan: settings → model → GPUs → vLLM capabilities → resolve.
 
 This is the only place that does I/O for planning (files, NVML, S3/hub config reads); the resolver
-itself stays pure. `resolve`, `serve` and `sagemaker_deploy plan` all call `build_plan`.
+(entrypoint.config_resolver) itself stays pure. `resolve`, `serve`, `bake-cache` and `sagemaker_deploy plan` all call
+`build_plan`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from pathlib import Path
 
 from entrypoint.config.settings import load_settings
 from entrypoint.config_resolver import resolve
-from entrypoint.errors import ConfigError
 from entrypoint.model.describe import describe_model
 from entrypoint.model.sources import read_model_configs
 from entrypoint.moe_plugin import entry_point_installed
@@ -20,6 +20,7 @@ from entrypoint.resolve.gpu import gpu_inventory
 from entrypoint.resolve.plan import Plan
 from entrypoint.resolve.tuned_configs import TunedConfigIndex, default_config_dir
 from entrypoint.resolve.vllm_caps import detect_capabilities
+from entrypoint.utils.errors import ConfigError
 from kernels.dispatch import TABLE_ENV as DISPATCH_TABLE_ENV
 from kernels.dispatch import DispatchTable, DispatchTableError, table_path
 
@@ -46,7 +47,7 @@ def build_plan(
     port: int | None = None,
     check_plugin_installed: bool = True,
 ) -> Plan:
-    """Resolve the plan for these inputs. Raises entrypoint.errors.ConfigError when refused.
+    """Resolve the plan for these inputs. Raises entrypoint.utils.errors.ConfigError when refused.
 
     check_plugin_installed=False: the plan is for another installation (sagemaker_deploy plans for the image, which
     installs the package), so whether this Python has the engine plugin's entry point does not matter."""

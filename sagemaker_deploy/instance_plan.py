@@ -41,7 +41,7 @@ def plan_for_instance(
     not the environment of the machine running this tool. Like the container, the plan falls back
     to the image's default serving.properties when neither --properties nor the model has one.
     """
-    from entrypoint.planning import build_plan  # the resolver pipeline (heavy imports kept lazy)
+    from entrypoint.inputs.gather import build_plan  # the resolver pipeline (heavy imports kept lazy)
 
     gpus = accelerators_for(instance_type)
     env = dict(environ or {})

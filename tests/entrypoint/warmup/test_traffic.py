@@ -1,8 +1,8 @@
-"""entrypoint.bake_traffic: the bake's requests stay inside the plan's limits and reach every shape class."""
+"""entrypoint.warmup.traffic: the bake's requests stay inside the plan's limits and reach every shape class."""
 
 from __future__ import annotations
 
-from entrypoint import bake_traffic as bt
+from entrypoint.warmup import traffic as bt
 
 
 def test_prompts_stay_under_the_model_length_and_batches_under_the_sequence_limit() -> None:
