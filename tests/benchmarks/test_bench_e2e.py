@@ -256,7 +256,7 @@ def test_plan_snapshot_is_used_when_the_resolver_is_not_importable(
 ) -> None:
     snap = tmp_path / "plans.json"
     snap.write_text(json.dumps({"plans": {"qwen3-30b-a3b-fp8-static": {"moe_backend": "triton", "env": {}}}}))
-    monkeypatch.setitem(__import__("sys").modules, "entrypoint.planning", None)  # import now fails
+    monkeypatch.setitem(__import__("sys").modules, "entrypoint.inputs.gather", None)  # import now fails
     provider, note = be.make_plan_provider(snap, None)
     assert provider is not None and "plan snapshot" in note
     decision = provider(spec.resolve_model_dir("qwen3-30b-a3b-fp8-static"))
