@@ -1,4 +1,5 @@
-"""The requests a compile-cache bake sends: every shape class the served engine compiles for after its start.
+"""The requests the server's warm-up (entrypoint.warmup.send) and a compile-cache bake (entrypoint.bake_cache) send:
+every shape class the served engine compiles for after its start.
 
 vLLM captures CUDA graphs for the decode batch sizes at start, but some kernels still JIT-compile on first use while
 serving (seen on the H200, 2026-12-01: 4-6 `fused_moe_kernel` variants per engine for prefill token counts outside
