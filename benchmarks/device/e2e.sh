@@ -6,8 +6,8 @@
 # usage (repo root, on the GPU host):  bash benchmarks/device/e2e.sh [PHASE]
 #   PHASE  qwen (default) | qwen-start | qwen-plugin | qwen-attention | plugin-logits | nemotron | nemotron-diag |
 #          mixtral | control |
-#          fi-diag | all   (see docs/e2e-bench.md)
-#          8 x H200 (issue 16; docs/h200-runbook.md "8 × H200"): x8-qwen235-tp8 | x8-qwen235-tp8-start |
+#          fi-diag | all   (see benchmarks/e2e/README.md)
+#          8 x H200 (issue 16; benchmarks/README.md, "8 GPUs of one host"): x8-qwen235-tp8 | x8-qwen235-tp8-start |
 #          x8-deepseek-tp8ep8 | x8-deepseek-tp8 | x8-qwen235-tp4 | x8-mixtral8x22-tp4 | x8-maverick-tp8 |
 #          x8-qwen235-block-tp8ep8: plan vs vLLM auto, conc 1/8/64/128 at 512 in / 256 out + a 4096-token row,
 #          planned for the GPUs this process sees (--plan-num-gpus; TP8 phases need 8, TP4 phases 4)
@@ -161,7 +161,7 @@ case "$PHASE" in
 esac
 
 # 8 x H200 (issue 16). Every phase: the plan (what `serve` runs) vs vLLM's own choice, one model or split per
-# phase, in the order of docs/h200-runbook.md. The image default tensor_parallel_degree=max gives TP8 on 8 GPUs;
+# phase, in the order of benchmarks/device/queues/x8.txt. The image default tensor_parallel_degree=max gives TP8 on 8 GPUs;
 # the TP4 phases say tensor_parallel_degree=4 (as a user on ml.p5e.48xlarge would) and run on 4 GPUs (the session
 # runs the two side by side on GPUs 0-3 and 4-7). NCCL logs the NCCL_* settings it read (NCCL_DEBUG_SUBSYS=ENV:
 # logging only) so every row shows them next to the planned ones.

@@ -1,7 +1,7 @@
 #!/bin/bash
-# Sourced by every device script: NVLink multicast stays off on the lent machines (the device tool's KINDS.md: a
+# Sourced by every device script: NVLink multicast stays off on the GPU hosts (their operator's rule: a
 # program that uses it can put the host's shared GPUs out of service for a day or more). NCCL, PyTorch symmetric
-# memory and NVSHMEM each have a switch; vLLM 0.26 has a fourth user: at TP > 1 on Hopper it fuses all-reduce +
+# memory and NVSHMEM each have a switch; vLLM has a fourth user: at TP > 1 on Hopper it fuses all-reduce +
 # RMSNorm through FlashInfer, whose `auto` backend is `mnnvl` (cuMulticastCreate); `trtllm` keeps the fusion
 # without multicast. benchmarks/e2e/parallel.py MULTICAST_OFF holds the same four (a test keeps them equal) and the
 # harness refuses a multi-GPU row whose environment lacks any of them.

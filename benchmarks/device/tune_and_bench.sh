@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The ONE script for the H200 (issue 4): tune vLLM's Triton fused-MoE tiles, benchmark them, and prove
-# the ahead-of-time Triton cache. Run from the repository root with vLLM 0.26 importable
-# (offline bundle at PYTHONPATH=/root/site), torch 2.11 + Triton 3.6 from the host image.
+# Tune vLLM's Triton fused-MoE tiles on an H200, benchmark them, and prove the ahead-of-time Triton cache.
+# Run from the repository root with the image's vLLM importable (inside the image, or the offline bundle at
+# VLLM_SITE, default /root/site: benchmarks/README.md).
 #
 #   benchmarks/device/tune_and_bench.sh PHASE [PHASE...]     PHASE ∈ tune | bench | aotcheck
 #
@@ -12,7 +12,7 @@
 #   aotcheck  bake the Triton cache with the GPU hidden (CUDA_VISIBLE_DEVICES=""), then run vLLM's kernel
 #             for every baked case and count JIT compilations: must be 0 with the baked cache (and > 0
 #             against an empty cache — the control that the counter can fire). ≈ 3 min.
-# Everything lands in $OUT (≤ 8 files): run.log, tune_state.jsonl, configs.tar.gz, h200_moe_configs.{csv,png,md},
+# Everything lands in $OUT (8 files): run.log, tune_state.jsonl, configs.tar.gz, h200_moe_configs.{csv,png,md},
 # aot_check.json. A short table is printed last.
 set -euo pipefail
 

@@ -529,7 +529,7 @@ def test_a_job_past_its_timeout_is_killed_with_its_process_group(tmp_path: Path)
 
 
 def test_sigterm_to_the_harness_kills_the_engine_group_too(tmp_path: Path) -> None:
-    # h200_session.sh wraps the harness in `timeout`, which signals only the harness's own group; the engine
+    # run_queue.sh wraps the harness in `timeout`, which signals only the harness's own group; the engine
     # (own session) must not outlive it holding the GPU.
     pidfile = tmp_path / "child.pid"
     python = _fake_python(tmp_path, f"trap '' USR1; (exec sleep 300) & echo $! > {pidfile}; wait; wait")
