@@ -157,7 +157,7 @@ RUN FLAVOUR=${FLAVOUR} FLASHINFER_JIT_CACHE=${FLASHINFER_JIT_CACHE} FLASHINFER_J
 # modules it builds at run time in its world-writable workspace (cuda only): SageMaker mounts /opt/ml/model
 # read-only and the image may run as any user (README.md, "Root or not").
 # VLLM_WORKER_MULTIPROC_METHOD=fork, vLLM's own default: spawn re-imported vLLM in the EngineCore, 22-25 s of a
-# warm start on the H200 (docs/results/e2e.md, 2026-12-03); vLLM falls back to spawn itself when CUDA is already
+# warm start on the H200 (docs/results/start-time.md, 2026-12-03); vLLM falls back to spawn itself when CUDA is already
 # initialised in the parent. benchmarks/e2e/runner.py IMAGE_START_METHOD must match (a test checks it).
 ENV PYTHONUNBUFFERED=1 \
     MOE_SERVING_DEFAULT_PROPERTIES=/opt/moe-serving/serving.properties \

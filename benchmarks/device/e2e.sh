@@ -93,7 +93,7 @@ case "$PHASE" in
              ARGS=(--models qwen3-30b-a3b-fp8-static "${SERVED[@]}" --warm-restart plan --start-breakdown plan
                    --baked-cache "$BAKED" --stream-check 64:512:256:3) ;;
   qwen-start)  # the plan's start only, from empty / warm / copied / baked caches; the bake runs here, with this
-             # host's Triton (a cache baked elsewhere with another Triton build misses: docs/results/e2e.md)
+             # host's Triton (a cache baked elsewhere with another Triton build misses: docs/results/start-time.md)
              bake qwen3-30b-a3b:tp1
              # --layer-start: then `python -m entrypoint bake-cache` (what `make cache-layer` runs in the image) and a
              # start seeded from its layer, probed with every workload shape and seeded top-p batches (issue 14 item 3)
@@ -128,7 +128,7 @@ case "$PHASE" in
              # minutes: 225 s seen), each in its own folder under OUT, sharing the work dir and its FlashInfer JIT
              ARGS=(--models qwen3-30b-a3b-fp8-static --backends plan --conc 1,2,4,8,64 --long-conc 1) ;;
   nemotron)  ARGS=(--models nemotron-3-nano-30b-a3b-fp8 "${SERVED[@]}" --share-triton-cache) ;;
-  nemotron-diag) # 2026-12-02: one Nemotron engine's repetitions spread 3-39 % (docs/results/e2e.md). The plan with
+  nemotron-diag) # 2026-12-02: one Nemotron engine's repetitions spread 3-39 % (docs/results/nemotron.md). The plan with
              # prefix caching off (option.enable_prefix_caching=false: vLLM then leaves the experimental Mamba cache
              # mode 'all') and with it on (the image default), 5 reps each, one run per variant in its own folder,
              # both with vLLM's CUDA-graph metrics logged (which graph mode each step ran: FULL, PIECEWISE or none)
@@ -144,7 +144,7 @@ case "$PHASE" in
                    --share-triton-cache) ;;
   control)   ARGS=(--models qwen3-30b-a3b-fp8-block --backends auto,triton_tuned,plan,flashinfer_cutlass
                    --conc 1,8,16,64 --long-conc 1,8 --timeout qwen3-30b-a3b-fp8-block:flashinfer_cutlass=180) ;;
-  fi-diag)   # docs/e2e-findings.md Q1: autotune ON with FlashInfer's per-tactic debug log; a second engine with
+  fi-diag)   # the 420 s Mixtral start (docs/results/start-time.md): autotune ON with FlashInfer's per-tactic debug log; a second engine with
              # autotune OFF only if the first one timed out (set FI_DIAG_OFF=1 to force it).
              export FLASHINFER_LOGGING_LEVEL=debug
              ARGS=(--engine offline --compile none --models mixtral-8x7b-fp8-static --backends flashinfer_cutlass

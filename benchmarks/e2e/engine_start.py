@@ -72,7 +72,7 @@ def run_state(state: str, args: argparse.Namespace, caches: Path) -> dict[str, o
         TORCHINDUCTOR_CACHE_DIR=str(caches / "inductor"),
         CUDA_CACHE_PATH=str(caches / "nv"),
         # Shared by all states and prebuilt before them (main), as in benchmarks/e2e: the FlashInfer sampler
-        # JIT (~100 s) is a first-engine-on-the-machine cost, not a Triton one (docs/e2e-findings.md Q2).
+        # JIT (~100 s) is a first-engine-on-the-machine cost, not a Triton one (docs/results/start-time.md).
         FLASHINFER_WORKSPACE_BASE=str(args.work_dir / "flashinfer"),
         VLLM_WORKER_MULTIPROC_METHOD=IMAGE_START_METHOD,
         HF_HUB_OFFLINE="1",

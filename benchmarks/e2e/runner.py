@@ -25,8 +25,9 @@ from benchmarks.e2e.logparse import EngineLog, parse_engine_log, process_gaps
 from benchmarks.e2e.spec import Workload
 
 # How the image starts vLLM's EngineCore (the Dockerfile's VLLM_WORKER_MULTIPROC_METHOD; a test keeps the two equal).
-# fork since 2026-12-03: spawn re-imported vLLM in the core, 22-25 s of a warm start (docs/results/e2e.md). vLLM still
-# falls back to spawn by itself when CUDA is already up in the parent (vllm/utils/system_utils.py _maybe_force_spawn).
+# fork since 2026-12-03: spawn re-imported vLLM in the core, 22-25 s of a warm start (docs/results/start-time.md).
+# vLLM still falls back to spawn by itself when CUDA is already up in the parent
+# (vllm/utils/system_utils.py _maybe_force_spawn).
 IMAGE_START_METHOD = "fork"
 
 SITE_DIR = Path(__file__).resolve().parent / "_site"

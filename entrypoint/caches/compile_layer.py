@@ -7,7 +7,8 @@ kernels when they first run, so a CPU-only bake (like the Triton bake of our MoE
 produce them. The layer is made by one start of the image on a GPU host (`python -m entrypoint bake-cache`, `make
 cache-layer`: entrypoint.bake_cache), copied into the image by docker/cache-layer.Dockerfile, and copied into the
 run-time cache folders by `serve` before vLLM starts (seed), when those are empty and the layer was made for this
-software, GPU and plan. A copied cache starts like a warm one (1.02x on the H200, 2026-12-01, docs/results/e2e.md).
+software, GPU and plan. A copied cache starts like a warm one (1.02x on the H200, 2026-12-01,
+docs/results/start-time.md).
 """
 
 from __future__ import annotations

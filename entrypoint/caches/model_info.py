@@ -3,7 +3,7 @@
 Before its engine starts, vLLM's API server inspects the model class (text generation or pooling, hybrid,
 multimodal, ...). With no entry for the class under VLLM_CACHE_ROOT/modelinfos it does that in a subprocess that
 imports vLLM and the model's module once more: 24 s of a 157 s start from empty caches on the H200 (2026-12-03b,
-docs/results/e2e.md), ~12 s on the development machine's CPU vLLM. An entry is keyed by the source of the model's
+docs/results/start-time.md), ~12 s on the development machine's CPU vLLM. An entry is keyed by the source of the model's
 module (vLLM hashes the file), not by the GPU, the weights or the configuration, so the image build makes one for
 every architecture vLLM registers, without a GPU (`bake`), and `serve` copies into the run-time cache the entries
 it lacks (`seed`) before vLLM starts. An entry whose module changed is stale and vLLM inspects the class itself, as
