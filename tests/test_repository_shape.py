@@ -45,7 +45,7 @@ def test_results_hold_no_raw_logs_or_tarballs() -> None:
 
 
 def test_rental_mechanics_stay_in_the_lab() -> None:
-    """One GPU-rental setup's words (its le-ases and idle timeouts) belong to benchmarks/ and tools/ only."""
+    """The words of one GPU-rental setup (RENTAL_WORDS) belong to benchmarks/ and tools/ only."""
     hits = [
         f"{rel}:{n}: {line.strip()[:100]}"
         for rel in text_files((".md", ".py", ".sh", ".toml", ".txt", ".properties"))
