@@ -17,14 +17,12 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from benchmarks.e2e import backends as be
 from benchmarks.e2e import options as bench_opts
 from benchmarks.e2e import parallel, runner, served, spec
-
-if TYPE_CHECKING:
-    from benchmarks.e2e.cli import RunArgs
+from benchmarks.e2e.run_args import RunArgs
 
 # The port a planned command names; each run picks a free one (the only argv element besides the model folder,
 # a copy with a word tokenizer under --work-dir, that differs at run time).

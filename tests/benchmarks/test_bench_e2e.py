@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.e2e import backends as be
-from benchmarks.e2e import cli, jobs, logparse, report, runner, spec
+from benchmarks.e2e import cli, jobs, logparse, report, run_args, runner, spec
 from benchmarks.e2e.stats import RequestTiming, Sample, aggregate, summarize_batch, verdict
 
 # Lines as vLLM 0.26 logs them (format strings from its source), around noise.
@@ -35,7 +35,7 @@ INFO 11-29 10:00:21 [kernel_warmup.py:226] Using FlashInfer autotune cache file:
 
 
 def test_defaults_give_the_short_grid_and_the_long_context_row() -> None:
-    args = cli.parse_run_args([])
+    args = run_args.parse_run_args([])
     assert args.models == ("qwen3-30b-a3b-fp8-static",)
     assert [w.key for w in args.workloads] == [
         "512x256@1", "512x256@8", "512x256@16", "512x256@64", "4096x256@1", "4096x256@8",
@@ -72,15 +72,15 @@ def test_bad_arguments_are_refused_naming_the_option_and_what_is_accepted(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as exc:
-        cli.parse_run_args(argv)
+        run_args.parse_run_args(argv)
     assert exc.value.code == 2
     assert message in capsys.readouterr().err
 
 
 def test_max_model_len_is_the_workloads_a_number_or_left_to_the_checkpoint() -> None:
-    assert jobs.max_model_len(cli.parse_run_args([])) == 4096 + 256 + 16
-    assert jobs.max_model_len(cli.parse_run_args(["--max-model-len", "8192"])) == 8192
-    shipped = cli.parse_run_args(["--max-model-len", "model", "--max-num-seqs", "64"])
+    assert jobs.max_model_len(run_args.parse_run_args([])) == 4096 + 256 + 16
+    assert jobs.max_model_len(run_args.parse_run_args(["--max-model-len", "8192"])) == 8192
+    shipped = run_args.parse_run_args(["--max-model-len", "model", "--max-num-seqs", "64"])
     assert jobs.max_model_len(shipped) is None  # not set: the checkpoint's own, as the image serves it
     assert "OPTION_MAX_MODEL_LEN" not in jobs.served_options(shipped)
     assert jobs.served_options(shipped)["OPTION_MAX_ROLLING_BATCH_SIZE"] == "64"
@@ -88,7 +88,7 @@ def test_max_model_len_is_the_workloads_a_number_or_left_to_the_checkpoint() -> 
 
 def test_engine_args_and_timeouts_are_parsed_as_values() -> None:
     engine_args = ["--engine", "offline", "--engine-arg", "enable_flashinfer_autotune=false"]
-    args = cli.parse_run_args([*engine_args, "--timeout", "m:triton=12.5", "--long-input-len", "0"])
+    args = run_args.parse_run_args([*engine_args, "--timeout", "m:triton=12.5", "--long-input-len", "0"])
     assert args.engine_args == {"enable_flashinfer_autotune": False}
     assert args.timeouts["m:triton"] == 12.5
     assert all(w.input_len == 512 for w in args.workloads)
@@ -130,8 +130,8 @@ def test_the_tuned_file_prefix_follows_the_engines_split() -> None:
 def test_the_offline_run_reads_the_split_from_its_engine_arguments(tmp_path: Path) -> None:
     argv = ["--engine", "offline", "--models", "qwen3-30b-a3b-fp8-static", "--backends", "triton_tuned",
             "--work-dir", str(tmp_path)]  # fmt: skip
-    args = cli.parse_run_args([*argv, "--engine-arg", "tensor_parallel_size=2"])
-    (job,) = cli.plan_jobs(args, None)
+    args = run_args.parse_run_args([*argv, "--engine-arg", "tensor_parallel_size=2"])
+    (job,) = jobs.plan_jobs(args, None)
     assert job.shape.partition == (128, 384)
 
 

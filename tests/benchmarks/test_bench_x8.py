@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.e2e import cli, jitcount, jobs, logparse, parallel, report, runner, served
+from benchmarks.e2e import cli, jitcount, jobs, logparse, parallel, report, run_args, runner, served, spec
 from benchmarks.e2e import options as bench_opts
 from benchmarks.e2e.backends import KERNEL_ENV, TUNED_ENV, EngineSetup
 from benchmarks.e2e.logparse import EngineLog
@@ -39,7 +39,7 @@ def plan_rows(tmp_path: Path, model: str, options: dict[str, str], backends: str
     argv = ["--models", model, "--backends", backends, "--conc", "1,8,64,128", "--long-conc", "1",
             "--work-dir", str(tmp_path), *PLAN_ARGS]  # fmt: skip
     argv += [a for key, value in options.items() for a in ("--option", f"{key}={value}")]
-    return jobs.plan_jobs(cli.parse_run_args(argv), None)
+    return jobs.plan_jobs(run_args.parse_run_args(argv), None)
 
 
 # --- the plans: what serve would exec, per model and split -----------------------------------------------------
@@ -75,7 +75,7 @@ def test_the_plan_row_is_exactly_what_serve_execs_for_those_options(
 ) -> None:
     plan_job = plan_rows(tmp_path, model, options)[0]
     environ = {**os.environ, "MOE_SERVING_DEFAULT_PROPERTIES": str(served.IMAGE_DEFAULT_PROPERTIES),
-               **jobs.served_options(cli.parse_run_args(["--conc", "1,8,64,128", "--long-conc", "1"])),
+               **jobs.served_options(run_args.parse_run_args(["--conc", "1,8,64,128", "--long-conc", "1"])),
                **bench_opts.as_environment(options)}  # fmt: skip
     plan = build_plan(model=str(MODELS / model), environ=environ, host="127.0.0.1", port=jobs.PLAN_PORT, gpu="H200",
                       num_gpus=8, vllm_version="0.26.0")  # fmt: skip
@@ -158,7 +158,7 @@ def test_a_bad_option_is_refused_with_a_message_naming_it(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as refused:
-        cli.parse_run_args(argv)
+        run_args.parse_run_args(argv)
     assert refused.value.code == 2
     assert message in capsys.readouterr().err
 
@@ -214,7 +214,7 @@ def test_one_gpu_rows_need_no_guard(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         monkeypatch.delenv(key)
     argv = ["--models", "qwen3-30b-a3b-fp8-static", "--backends", "plan", "--work-dir", str(tmp_path),
             "--plan-gpu", "H200", "--plan-vllm-version", "0.26.0"]  # fmt: skip
-    (job,) = jobs.plan_jobs(cli.parse_run_args(argv), None)
+    (job,) = jobs.plan_jobs(run_args.parse_run_args(argv), None)
     assert job.split == "tp1" and jobs.multicast_refusals([job]) == []
 
 
@@ -268,7 +268,7 @@ def test_a_row_carries_split_options_comm_settings_and_jit_per_rank() -> None:
     ]  # fmt: skip
     (row,) = report.build_rows(
         model="m", layers=1, layers_real=1, setup=EngineSetup("plan", "triton"), result=_result(log, events),
-        warm_start_s=None, workloads=(cli.spec.Workload(512, 256, 1),), compile_mode="default", timestamp="t",
+        warm_start_s=None, workloads=(spec.Workload(512, 256, 1),), compile_mode="default", timestamp="t",
         facts={"split": "tp2", "options": "tensor_parallel_degree=2", "tuned_file_shipped": "f.json",
                "comm_env": "NCCL_NVLS_ENABLE=0"},
     )  # fmt: skip

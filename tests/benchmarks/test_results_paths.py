@@ -8,7 +8,7 @@ import argparse
 
 import pytest
 
-from benchmarks.e2e import cli as e2e_cli
+from benchmarks.e2e import run_args as e2e_args
 from benchmarks.kernels import bench_fused_moe, bench_moe_configs, bench_rope_fp8
 from benchmarks.paths import E2E_RESULTS, KERNEL_RESULTS, RESULTS, SERVING_RESULTS
 from tests.conftest_paths import REPO
@@ -33,8 +33,8 @@ def test_no_results_folder_is_left_inside_a_code_folder():
 
 
 def test_the_e2e_run_writes_there_and_reads_its_plan_snapshot_from_there():
-    assert e2e_cli.DEFAULT_SNAPSHOT == E2E_RESULTS / "plans.json" and e2e_cli.DEFAULT_SNAPSHOT.is_file()
-    assert e2e_cli.run_parser().get_default("out_dir") == E2E_RESULTS
+    assert e2e_args.DEFAULT_SNAPSHOT == E2E_RESULTS / "plans.json" and e2e_args.DEFAULT_SNAPSHOT.is_file()
+    assert e2e_args.run_parser().get_default("out_dir") == E2E_RESULTS
 
 
 def _default(main_module, dest: str):
