@@ -3,9 +3,9 @@
 Why not a plain `/`: on the GPU Triton compiles fp32 `/` to an approximate division (≤ 2 ulp), so
 `amax / 448` and `x / scale` can land one ulp off. With a dynamic scale that matters more than it looks: for
 bf16 inputs, x / (amax / 448) is often an exact tie between two fp8 neighbours (e.g. 184 between 176 and 192),
-and one ulp below the tie rounds the other way. Seen on the H200 (2026-11-30,
-benchmarks/device/diag_quant_step.py): 8-12 of 16 per-row scales and up to 7 of 2048 fp8 codes per tile differed
-from PyTorch's, enough for the DeepSeek-V3 block-dynamic cases to miss their tolerance (rel err 0.013-0.016
+and one ulp below the tie rounds the other way. Seen on the H200 (2026-11-30, a one-K-step diagnostic,
+docs/results/our-kernel.md): 8-12 of 16 per-row scales and up to 7 of 2048 fp8 codes per tile differed from
+PyTorch's, enough for the DeepSeek-V3 block-dynamic cases to miss their tolerance (rel err 0.013-0.016
 against 0.01). The CPU interpreter divides exactly, which is why only the GPU saw it. Correctly rounded
 division (`tl.div_rn`) is a subroutine call on the GPU, too slow per element, hence `_divide`'s correction step.
 """
@@ -59,7 +59,7 @@ def quantize(x, scale):
     subroutine call on the GPU) made the kernels 2-3× slower on the H200 (2026-11-30); a div_rn per row and K
     step still cost the block-dynamic path 20-30%. Checked against x / scale in float64 on 25.6 M bf16 values
     with per-row amax/448 scales and the reciprocal pushed ±2 ulp off (tests/ops/test_fp8_quant.py: 0
-    differences; x·inv alone: ~12,600 different fp8 codes) and on the GPU (benchmarks/device/diag_quant_step.py).
+    differences; x·inv alone: ~12,600 different fp8 codes) and on the GPU (0 scale and 0 code differences, 2026-12-01).
     """
     # Known limit (review, 2026-11-30): the correction is proven exact only for a correctly rounded reciprocal;
     # fp32 x (GEMM2's activation, RoPE) with the GPU's approximate 1/scale could miss a tie with probability
