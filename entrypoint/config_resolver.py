@@ -37,6 +37,7 @@ from kernels.shapes import moe_partition
 # vLLM imports it by this path (`--middleware`); tests/entrypoint/test_config_resolver.py imports it back.
 MIDDLEWARE = "entrypoint.lmi.middleware.LMIMiddleware"
 TUNED_FOLDER_ENV = "VLLM_TUNED_CONFIG_FOLDER"
+TUNED_TILES_DOC = "docs/results/tuned-tiles.md"  # what the baked tiles gain, and how they were tuned
 # Removed in vLLM 0.24 (setting them only logs "Unknown vLLM environment variable").
 LEGACY_FLASHINFER_ENV = (
     "VLLM_USE_FLASHINFER_MOE_FP8",
@@ -85,8 +86,8 @@ def _choose_backend(
     rule_support = None if rule is None else backend_support(rule.backend, model.quantization, sm, num_experts=experts)
     if rule is not None and rule_support is None:
         why = (
-            f"moe_backend: {rule.backend} by rule {rule.id} (vLLM alone would pick {auto_backend}); "
-            f"evidence: {rule.evidence}"
+            f"moe_backend: {rule.backend} by rule {rule.id} (vLLM alone would pick {auto_backend}): {rule.why}; "
+            f"{rule.evidence}"
         )
         return BackendChoice(rule.backend, rule.backend.value, f"rule:{rule.id}", why)
     return BackendChoice(
@@ -115,8 +116,11 @@ def _tuned_config_env(
     )
     dtype = "fp8_w8a8" if model.quantization.is_fp8 else None
     name = tuned_file_name(experts, n, device.name, dtype, model.quantization.block_shape)
-    found = "baked file matches" if name in tuned.names else "no baked file for this shape (vLLM falls back)"
-    return {TUNED_FOLDER_ENV: tuned.folder}, [f"tuned configs: {TUNED_FOLDER_ENV}={tuned.folder}; {name}: {found}"]
+    if name in tuned.names:
+        why = f"tuned configs: {name}: baked file matches ({TUNED_TILES_DOC})"
+    else:
+        why = f"tuned configs: {name}: no baked file for this shape (vLLM falls back)"
+    return {TUNED_FOLDER_ENV: tuned.folder}, [why]
 
 
 def _deep_gemm_forced(environ: Mapping[str, str]) -> str | None:

@@ -101,11 +101,12 @@ def rules_section() -> str:
             f"`{rule.backend}`",
             f"`{rule.vllm_default}`",
             "none measured" if rule.max_concurrency is None else f"max_num_seqs ≤ {rule.max_concurrency}",
-            rule.evidence,
+            rule.why,
+            f"[{rule.evidence}]({rule.evidence.removeprefix('docs/')})",  # the table sits in docs/
         )
         for rule in RULES
     ]
-    header = ("rule", "when", "passes `--moe-backend`", "vLLM alone picks", "concurrency bound", "evidence")
+    header = ("rule", "when", "passes `--moe-backend`", "vLLM alone picks", "concurrency bound", "why", "evidence")
     return _table(header, rows)
 
 

@@ -34,6 +34,7 @@ CACHE_DIRS: dict[str, str] = {
     "triton": "TRITON_CACHE_DIR",
 }
 MANIFEST = "manifest.json"
+START_TIME_DOC = "docs/results/start-time.md"  # what the baked caches save at start, measured
 LAYER_ENV = "MOE_BAKED_COMPILE_CACHE"  # where the image keeps the layer (docker/cache-layer.Dockerfile)
 # Arguments that do not change what is compiled: where the server listens.
 _NOT_COMPILED = {"--host", "--port"}
@@ -140,7 +141,8 @@ def seed(plan: Plan, environ: Mapping[str, str]) -> str:
     if differences:
         theirs, mine = manifest.get("compiled_args") or [], compiled_args(plan.redacted())
         changed = [a for a in mine if a not in theirs] + [f"not {a}" for a in theirs if a not in mine]
-        detail = f" (arguments: {' '.join(changed)})" if changed else ""
+        shown = " ".join(changed[:4]) + (f" and {len(changed) - 4} more" if len(changed) > 4 else "")
+        detail = f" (arguments: {shown})" if changed else ""  # a few: the log line stays one short line
         return f"compile cache: baked layer at {layer} not used: made for " + "; ".join(differences) + detail
     targets = {folder: environ.get(variable) for folder, variable in CACHE_DIRS.items()}
     unset = [CACHE_DIRS[folder] for folder, target in targets.items() if not target]
@@ -164,5 +166,5 @@ def seed(plan: Plan, environ: Mapping[str, str]) -> str:
     took = time.perf_counter() - t0
     return (
         f"compile cache: seeded {', '.join(seeded) or 'nothing'} from {layer} (made for this plan on {made_for.gpu}, "
-        f"vLLM {made_for.vllm}; {copied / 1e6:.0f} MB in {took:.1f} s)"
+        f"vLLM {made_for.vllm}; {copied / 1e6:.0f} MB in {took:.1f} s; {START_TIME_DOC})"
     )

@@ -204,8 +204,8 @@ def fallback_model(environ: Mapping[str, str], model_dir: Path = Path(DEFAULT_MO
     if not (Path(fallback) / "config.json").is_file():
         raise ConfigError(FALLBACK_MODEL_ENV, fallback, "holds no config.json", "a model directory")
     why = (
-        f"model: {model_dir} holds no config.json (nothing mounted there): serving the image's built-in model "
-        f"{fallback} ({FALLBACK_MODEL_ENV}); mount a model at {model_dir} or set option.model_id to serve yours"
+        f"model: {model_dir} holds no config.json: serving the image's built-in {fallback} ({FALLBACK_MODEL_ENV}); "
+        "mount a model there or set option.model_id"
     )
     return fallback, why
 
@@ -270,8 +270,8 @@ def load_settings(
                 overridden.append(f"option.{key} from {origin} (over {sources[key]})")
             options[key] = value
             sources[key] = origin
-    if overridden:
-        reasons.append("settings overridden: " + "; ".join(overridden))  # keys and origins only, never values
+    # one line per key (a line stays short however many keys are overridden); keys and origins only, never values
+    reasons += [f"settings overridden: {line}" for line in overridden]
 
     env_server = {key: value for env_name, key in ENV_SERVER_ALIASES if (value := env.get(env_name, "").strip())}
     server = {**file_server, **env_server} if is_image_default else {**env_server, **file_server}

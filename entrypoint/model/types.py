@@ -93,7 +93,8 @@ class Quantization(BaseModel):
         )
 
     def summary(self) -> str:
-        """One human line, e.g. 'fp8 (native): fp8 tensor weights, fp8 static tensor activations'."""
+        """One human line, e.g. 'fp8: fp8 tensor weights, fp8 static tensor activations' (the method named where it
+        differs from the family: 'modelopt (method modelopt_fp4): ...')."""
         if self.family == QuantFamily.UNQUANTIZED:
             return f"unquantised ({self.weight_dtype.value})"
         weights = f"{self.weight_dtype.value} {self.weight_granularity.value} weights"
@@ -108,7 +109,12 @@ class Quantization(BaseModel):
                 f"{self.activation_dtype.value} {self.activation_scheme.value} "
                 f"{self.activation_granularity.value} activations"
             )
-        return f"{self.family.value} (method {self.method}): {weights}, {acts}"
+        family = (
+            self.family.value
+            if self.method in (None, self.family.value)
+            else f"{self.family.value} (method {self.method})"
+        )
+        return f"{family}: {weights}, {acts}"
 
 
 class MoEShape(BaseModel):

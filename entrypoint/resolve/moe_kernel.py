@@ -19,8 +19,10 @@ from entrypoint.moe_plugin.hook import CHECKED_VLLM
 from entrypoint.resolve.backends import fp8_scheme
 from entrypoint.resolve.gpu_types import GpuInventory
 from entrypoint.utils.errors import ConfigError
-from kernels.dispatch import DispatchKey, DispatchRow, DispatchTable
+from kernels.dispatch import DISPATCH_FILE, DispatchKey, DispatchRow, DispatchTable
 from kernels.shapes import moe_partition
+
+OUR_KERNEL_DOC = "docs/results/our-kernel.md"  # the kernel's measurements by M, and how the table was made
 
 
 @dataclass(frozen=True)
@@ -109,8 +111,13 @@ def _project_row(ctx: KernelContext) -> tuple[DispatchRow | None, str]:
     key = DispatchKey.of(experts, n, moe.hidden_size, moe.top_k, kind, device.name)
     row = table.row(key)
     if row is None:
-        return None, f"{table.source} has no M where our kernel wins for {key.label()}"
+        return None, f"{_table_name(table)} has no M where our kernel wins for {key.label()}"
     return row, ""
+
+
+def _table_name(table: DispatchTable) -> str:
+    """The shipped table by its repository path (the installed path is long and says nothing); a user's in full."""
+    return "kernels/fused_moe_dispatch.json" if table.source == str(DISPATCH_FILE) else table.source
 
 
 def choose_moe_kernel(settings: Settings, ctx: KernelContext) -> KernelChoice:
@@ -132,8 +139,10 @@ def choose_moe_kernel(settings: Settings, ctx: KernelContext) -> KernelChoice:
     origin = "user setting" if user is MoeKernel.PROJECT else "auto"
     table = ctx.table
     assert table is not None
+    shipped = table.source == str(DISPATCH_FILE)
+    measured = f"measured as {row.shape}" + ("" if shipped else f" in {table.source}")
     reason = (
-        f"moe_kernel: project ({origin}): ops.fused_moe_fp8 at {row.describe_ranges()} for {row.key.label()}, "
-        f"vLLM's Triton kernel at every other M; evidence: {table.source} (measured as {row.shape})"
+        f"moe_kernel: project ({origin}): ours at {row.describe_ranges()} for {row.key.label()}, else vLLM's "
+        f"({measured}; {OUR_KERNEL_DOC})"
     )
     return KernelChoice(MoeKernel.PROJECT, reason, {KERNEL_ENV: "project"})

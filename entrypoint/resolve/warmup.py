@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from entrypoint.config.settings import Settings
 from entrypoint.config.warmup import Warmup
-from entrypoint.resolve.cpu_engine import CPU_MAX_SAMPLED_BATCH, SEEDED_CHUNK_CRASH
+from entrypoint.resolve.cpu_engine import CPU_MAX_SAMPLED_BATCH, CPU_VLLM_DOC
 from entrypoint.resolve.engine_args import EngineArgs
 from entrypoint.resolve.gpu_types import GpuInventory
 from entrypoint.utils.errors import ConfigError
 from entrypoint.warmup import MAX_SAMPLED_BATCH_ENV, WARMUP_ENV
 
-WHAT = "the server sends the compile-cache bake's requests to itself before /ping answers 200"
+START_TIME_DOC = "docs/results/start-time.md"  # the first-request stall and the starts, measured
+WHAT = "the server sends itself the bake's requests before /ping answers 200"
 
 
 def api_servers(engine: EngineArgs) -> int:
@@ -41,13 +42,13 @@ def warmup_env(settings: Settings, gpus: GpuInventory, engine: EngineArgs) -> tu
         if gpus.is_cpu:
             env[MAX_SAMPLED_BATCH_ENV] = str(CPU_MAX_SAMPLED_BATCH)
             return env, f"warmup: on (option.warmup): {WHAT}; seeded batches capped at {CPU_MAX_SAMPLED_BATCH} " \
-                        f"({SEEDED_CHUNK_CRASH})"  # fmt: skip
+                        f"(a CPU engine crash, {CPU_VLLM_DOC})"  # fmt: skip
         return env, f"warmup: on (option.warmup): {WHAT}"
     if gpus.is_cpu:
         return off, "warmup: off (auto: the CPU engine runs eager and compiles no kernels on a shape's first request)"
     if servers > 1:
         return off, f"warmup: off (auto: {servers} API server processes would each hold only their own /ping)"
     return {WARMUP_ENV: "on"}, (
-        f"warmup: on (auto: vLLM compiles MoE and sampler Triton kernels on a shape's first request, a stall under "
-        f"the first users' requests; {WHAT})"
+        f"warmup: on (auto: vLLM compiles MoE and sampler Triton kernels on a shape's first request; {WHAT}; "
+        f"{START_TIME_DOC})"
     )

@@ -25,7 +25,7 @@ def test_ping_answers_200_only_once_the_warmup_answered_every_request(tiny_model
         plan = build_plan(model=str(tiny_model), environ={**CPU_ENV, "OPTION_WARMUP": "on"})
         vocab, max_len, max_seqs = traffic.model_limits(plan.model, plan.vllm_args, "warm-up")
         batches = traffic.batches(None, vocab, max_len, max_seqs, CPU_MAX_SAMPLED_BATCH)
-        assert "reason: warmup: on (option.warmup): the server sends the compile-cache bake's requests" in log
+        assert "reason: warmup: on (option.warmup): the server sends itself the bake's requests" in log
         answered = re.search(r"warm-up: (\d+) requests in (\d+) batches answered", log)
         assert answered, log[-3000:]
         assert (int(answered[1]), int(answered[2])) == (sum(len(b.bodies) for b in batches), len(batches))

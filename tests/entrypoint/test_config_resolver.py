@@ -176,10 +176,12 @@ def test_a_dense_model_has_no_effective_moe_backend():
     assert plan.moe_backend == "auto"
 
 
-def test_the_triton_rule_names_its_evidence():
+def test_the_triton_rule_names_its_evidence_page_in_one_line():
     plan = resolve(settings(), model("native fp8 static"), simulate_gpus("H200"), CAPS)
     assert plan.moe_backend_source == "rule:fp8-tensor-static-hopper-triton"
-    assert any("PR #50040" in reason and "flashinfer_cutlass" in reason for reason in plan.reasons)
+    (line,) = [reason for reason in plan.reasons if reason.startswith("moe_backend:")]
+    assert "flashinfer_cutlass" in line and line.endswith("; docs/results/backend-rule.md")
+    assert len(line) <= 200
 
 
 # ---- user overrides --------------------------------------------------------------------------

@@ -38,8 +38,9 @@ def test_auto_turns_our_kernel_on_where_the_table_has_a_row_and_says_where():
     assert plan.moe_kernel is MoeKernel.PROJECT
     assert plan.env[KERNEL_ENV] == "project"
     (line,) = [r for r in plan.reasons if r.startswith("moe_kernel:")]
-    assert "project (auto): ops.fused_moe_fp8 at M=1 for E=128,N=768,K=2048,top_k=8,tensor-static" in line
-    assert "measured as qwen3-30b-a3b:tp1" in line and "vLLM's Triton kernel at every other M" in line
+    assert "project (auto): ours at M=1 for E=128,N=768,K=2048,top_k=8,tensor-static" in line
+    assert "measured as qwen3-30b-a3b:tp1" in line and ", else vLLM's (" in line
+    assert line.endswith("; docs/results/our-kernel.md)")
 
 
 @pytest.mark.parametrize("scheme", ["modelopt fp8", "ct tensor static"])

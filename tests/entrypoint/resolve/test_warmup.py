@@ -26,6 +26,7 @@ def test_auto_warms_a_gpu_engine_up_and_says_why():
     plan = resolve(settings(), model("native fp8 static"), simulate_gpus("H200"), CAPS)
     assert plan.env[WARMUP_ENV] == "on" and MAX_SAMPLED_BATCH_ENV not in plan.env
     assert reason(plan).startswith("warmup: on (auto: vLLM compiles MoE and sampler Triton kernels on a shape's first")
+    assert reason(plan).endswith("; docs/results/start-time.md)")
 
 
 def test_auto_leaves_the_cpu_engine_cold_and_says_why():
@@ -46,7 +47,8 @@ def test_auto_is_off_where_vllm_starts_one_api_server_per_data_parallel_rank():
 def test_an_explicit_on_wins_on_the_cpu_engine_with_its_seeded_batch_cap(text: str):
     plan = resolve(settings(warmup=text), model("bf16"), simulate_gpus("cpu"), CPU_CAPS)
     assert plan.env[WARMUP_ENV] == "on" and plan.env[MAX_SAMPLED_BATCH_ENV] == "8"
-    assert reason(plan).startswith("warmup: on (option.warmup): the server sends the compile-cache bake's requests")
+    assert reason(plan).startswith("warmup: on (option.warmup): the server sends itself the bake's requests")
+    assert reason(plan).endswith("seeded batches capped at 8 (a CPU engine crash, docs/reference/cpu-vllm.md)")
 
 
 @pytest.mark.parametrize("text", ["off", "false", "0"])
