@@ -114,8 +114,8 @@ def _served_jobs(args: RunArgs, model_dir: Path) -> list[PlannedJob]:
     config, label, options = spec.load_config(model_dir), spec.model_label(model_dir), served_options(args)
     opts = bench_opts.label(args.options)
     try:
-        plan = served.served_plan(model_dir, os.environ, port=PLAN_PORT, options=options, gpu=args.plan_gpu,
-                                  num_gpus=args.plan_num_gpus, vllm_version=args.plan_vllm_version)  # fmt: skip
+        plan = served.served_plan(model_dir, os.environ, port=PLAN_PORT, options=options, gpu=args.plan.gpu,
+                                  num_gpus=args.plan.num_gpus, vllm_version=args.plan.vllm_version)  # fmt: skip
     except ConfigError as exc:
         error = f"resolver refused: {exc}"
         return [PlannedJob(label, model_dir, be.EngineSetup(b, None, note="resolver refused", error=error),

@@ -58,8 +58,8 @@ def serve(
     `jit_probe`: a start-only run that then sends one short batch per workload shape and counts the compiles."""
     model_dir = tokenizer.prepare_model_dir(run_dir, args.work_dir)
     port = free_port()
-    planned = {} if detect_gpu else {"gpu": args.plan_gpu, "num_gpus": args.plan_num_gpus,
-                                      "vllm_version": args.plan_vllm_version}  # fmt: skip
+    planned = {} if detect_gpu else {"gpu": args.plan.gpu, "num_gpus": args.plan.num_gpus,
+                                      "vllm_version": args.plan.vllm_version}  # fmt: skip
     cmd = served.served_command(model_dir, j.setup, env, port=port, options=served_options(args), **planned)
     stem = f"{j.model}.{j.setup.backend}.{tag}"
     job = {

@@ -22,7 +22,7 @@ def execute(args: RunArgs) -> int:
     if args.engine == "served":
         provider, provider_note = None, "resolver (entrypoint.inputs.gather.build_plan with the served options)"
     else:
-        provider, provider_note = be.make_plan_provider(args.plan_snapshot, args.plan_gpu)
+        provider, provider_note = be.make_plan_provider(args.plan.snapshot, args.plan.gpu)
         planned = [b for b in args.backends if b in ("plan", "plan_vllm_kernel")]
         if provider is None and planned:
             print(f"e2e: dropping backend(s) {', '.join(planned)}: {provider_note}", file=sys.stderr)
@@ -160,6 +160,6 @@ def _run_engine(
             log = args.work_dir / f"{label}.{backend}.warm.log"
             warm = one_engine.run_offline(warm_job, env, warm_timeout, log, engines_log, "warm")
         warm_s = warm.start_s
-    if backend in args.start_breakdown and result.start_s is not None:
+    if backend in args.starts.backends and result.start_s is not None:
         start_experiments.start_breakdown(args, j, run_dir, cache, result, budget, engines_log)
     return result, warm_s

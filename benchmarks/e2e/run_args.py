@@ -32,6 +32,28 @@ STARTS_ACCEPTED = ("warm", "warm-spawn", "copied", "baked")
 
 
 @dataclass(frozen=True)
+class PlanTarget:
+    """What the rows' plan is made for: the GPUs and vLLM to plan for (None: detect, as `serve` does), and the
+    resolver's snapshot the offline engine reads where the resolver cannot be imported."""
+
+    snapshot: Path = DEFAULT_SNAPSHOT
+    gpu: str | None = None  # --plan-gpu: gpu= for build_plan
+    num_gpus: int | None = None  # --plan-num-gpus (with --plan-gpu: plan 8 GPUs on a machine without)
+    vllm_version: str | None = None  # --plan-vllm-version (default: the installed vLLM)
+
+
+@dataclass(frozen=True)
+class StartExperiments:
+    """The starts timed after a row's cold one (--start-breakdown and its companions; start_experiments.py)."""
+
+    backends: tuple[str, ...] = ()  # whose start is also measured warm, copied and baked
+    modes: tuple[str, ...] = START_MODES  # --start-modes: which restarts follow the cold one
+    baked_cache: Path | None = None  # a `kernels.aot bake` output: the image's baked Triton cache
+    layer_start: bool = False  # the plan's breakdown also bakes a compile-cache layer and starts from it
+    pairs: int = 0  # --start-pairs: then this many more (warm, layer) starts, alternating, for their spread
+
+
+@dataclass(frozen=True)
 class RunArgs:
     models: tuple[str, ...]
     backends: tuple[str, ...]
@@ -48,23 +70,16 @@ class RunArgs:
     engine_args: dict[str, Any]
     out_dir: Path
     work_dir: Path
-    plan_snapshot: Path
-    plan_gpu: str | None
     dry_run: bool
+    plan: PlanTarget = PlanTarget()
+    starts: StartExperiments = StartExperiments()
     engine: str = "served"  # served: the real server from the plan (what ships); offline: vllm.LLM (old rows)
     stream_check: dict[str, int] | None = None  # conc, input_len, output_len, reps (plan backend only)
-    start_breakdown: tuple[str, ...] = ()  # backends whose start is also measured warm, copied and baked
-    baked_cache: Path | None = None  # a `kernels.aot bake` output: the image's baked Triton cache
-    layer_start: bool = False  # the start breakdown also bakes a compile-cache layer and starts from it
-    start_pairs: int = 0  # --start-pairs: then this many more (warm, layer) starts, alternating, for their spread
     share_triton_cache: bool = False  # later engines read the Triton kernels earlier ones compiled (phase_cache)
     options: dict[str, str] = field(default_factory=dict)  # --option: LMI options of every served row
-    plan_num_gpus: int | None = None  # num_gpus= for build_plan (with --plan-gpu: plan 8 GPUs on a machine without)
-    plan_vllm_version: str | None = None  # vllm_version= for build_plan (default: the installed vLLM)
     # --max-model-len: "workload" (the longest request + 16), "model" (not set: the checkpoint's own, as the image
     # serves it) or a number
     model_len: str = "workload"
-    start_modes: tuple[str, ...] = START_MODES  # --start-modes: which restarts the breakdown times after the cold one
     # set by the run: the variable through which each served start seeds the run's baked model-info entries
     model_info_env: dict[str, str] = field(default_factory=dict)
 
@@ -239,21 +254,14 @@ def parse_run_args(argv: Sequence[str]) -> RunArgs:
         engine_args=dict(ns.engine_arg),
         out_dir=ns.out_dir,
         work_dir=ns.work_dir,
-        plan_snapshot=ns.plan_snapshot,
-        plan_gpu=ns.plan_gpu,
+        plan=PlanTarget(ns.plan_snapshot, ns.plan_gpu, ns.plan_num_gpus, ns.plan_vllm_version),
         dry_run=ns.dry_run,
         engine=ns.engine,
         stream_check=stream_check,
-        start_breakdown=breakdown,
-        baked_cache=ns.baked_cache,
-        layer_start=ns.layer_start,
-        start_pairs=ns.start_pairs,
+        starts=StartExperiments(breakdown, start_modes, ns.baked_cache, ns.layer_start, ns.start_pairs),
         share_triton_cache=ns.share_triton_cache,
         options=options,
-        plan_num_gpus=ns.plan_num_gpus,
-        plan_vllm_version=ns.plan_vllm_version,
         model_len=ns.max_model_len,
-        start_modes=start_modes,
     )
 
 

@@ -49,17 +49,17 @@ def start_breakdown(
     copied = cache.with_name(cache.name + "-copied")
     if copied.exists():
         shutil.rmtree(copied)
-    if "copied" in args.start_modes:
+    if "copied" in args.starts.modes:
         shutil.copytree(cache, copied, symlinks=True)
     baked = cache.with_name(cache.name + "-baked")
     runner.reset_cache(baked)
     spawn = {"VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
     modes = [("warm", cache, {}), ("warm-spawn", cache, spawn), ("copied", copied, {})]
-    if args.baked_cache is not None:
+    if args.starts.baked_cache is not None:
         image_env = {"TRITON_CACHE_MANAGER": "kernels.triton_cache:BakedFirstCacheManager",
-                     "MOE_BAKED_TRITON_CACHE": str(args.baked_cache)}  # fmt: skip
+                     "MOE_BAKED_TRITON_CACHE": str(args.starts.baked_cache)}  # fmt: skip
         modes.append(("baked", baked, image_env))
-    modes = [m for m in modes if m[0] in args.start_modes]
+    modes = [m for m in modes if m[0] in args.starts.modes]
     warm_s: float | None = None
     for mode, where, extra in modes:
         if not budget.allows(runner.estimate_start_s(j.model, j.setup, served=True) + 30):
@@ -78,7 +78,7 @@ def start_breakdown(
               f"start {moe_kernels_by_rank(jit['jit_at_start_by_rank'], jit['rank_cache_dirs']) or '-'}"
               + (f", after start {moe_kernels_by_rank(jit['jit_while_serving_by_rank'], jit['rank_cache_dirs'])}"
                  if probe else ""))  # fmt: skip
-    if args.layer_start and j.setup.backend == "plan":
+    if args.starts.layer_start and j.setup.backend == "plan":
         # the bake is one cold start plus its traffic, the layer start about a warm one (0.6 of a cold one is
         # generous: 0.5 on the H200); the cold start just measured is the better guess when there is one
         cold_s = cold.start_s or runner.estimate_start_s(j.model, j.setup, served=True)
@@ -90,7 +90,7 @@ def start_breakdown(
         keep(row)
         # The same machine's starts differ by more than the goal's margin (2026-12-03c: two warm starts 48 and 57 s,
         # the layer 72 s): alternate more of each, so the ratio is read against their spread.
-        pairs = args.start_pairs if layer is not None else 0  # no layer, nothing to pair
+        pairs = args.starts.pairs if layer is not None else 0  # no layer, nothing to pair
         for k in range(2, pairs + 2):
             if not budget.allows(2 * (warm_s or cold_s) + 60):
                 print(f"e2e: {j.model} plan: start pairs stop before pair {k}: budget")

@@ -44,6 +44,17 @@ def test_defaults_give_the_short_grid_and_the_long_context_row() -> None:
     assert args.timeouts["mixtral-8x7b-fp8-static:flashinfer_cutlass"] == 300.0
 
 
+def test_the_plan_target_and_the_start_experiments_each_come_as_one_group() -> None:
+    args = run_args.parse_run_args(["--plan-gpu", "H200", "--plan-num-gpus", "8", "--plan-vllm-version", "0.32.0",
+                                    "--start-breakdown", "plan", "--start-modes", "warm", "--baked-cache", "/b",
+                                    "--layer-start", "--start-pairs", "2"])  # fmt: skip
+    assert args.plan == run_args.PlanTarget(run_args.DEFAULT_SNAPSHOT, "H200", 8, "0.32.0")
+    assert args.starts == run_args.StartExperiments(("plan",), ("warm",), Path("/b"), True, 2)
+    # without the flags: detect the GPUs and the vLLM as `serve` does, and time no start beyond the cold one
+    default = run_args.parse_run_args([])
+    assert default.plan == run_args.PlanTarget() and default.starts == run_args.StartExperiments()
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
