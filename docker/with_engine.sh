@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run a command against a Docker engine that builds with BuildKit, also on a development or CI machine that
-# reaches no container registry (../shared/reference/docker-on-dev-machines.md):
+# reaches no container registry (docs/reference/docker-on-dev-machines.md):
 # - a daemon that already answers is used as it is, and left running;
 # - otherwise Debian's docker.io is installed if missing (root and apt-get only), and dockerd is started without
 #   a bridge network (containers use --network host, so none gets a private-range address); that daemon, and

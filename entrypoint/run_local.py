@@ -20,7 +20,7 @@ from entrypoint.serve import serve_main
 TINY_MODEL_DIR_ENV = "MOE_SERVING_TINY_MODEL_DIR"
 LOCAL_HOST = "127.0.0.1"
 
-# The CPU engine's settings (../shared/reference/cpu-vllm-recipe.md): 1 GiB of KV cache is plenty
+# The CPU engine's settings (docs/reference/cpu-vllm.md): 1 GiB of KV cache is plenty
 # for a 512-token context; no usage reporting and no hub look-ups for a model made on this machine.
 CPU_ENV_DEFAULTS = {
     "VLLM_CPU_KVCACHE_SPACE": "1",

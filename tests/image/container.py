@@ -1,7 +1,7 @@
 """One container of the image, started the way SageMaker starts it, and the docker CLI calls the tests need.
 
 `docker run -d --network host ... IMAGE serve`: the host network because these machines have no bridge network
-(../shared/reference/docker-on-dev-machines.md), so the server is told its port with SAGEMAKER_BIND_TO_PORT, as
+(docs/reference/docker-on-dev-machines.md), so the server is told its port with SAGEMAKER_BIND_TO_PORT, as
 SageMaker does, and is reached at 127.0.0.1:PORT.
 """
 
