@@ -28,9 +28,10 @@
 #                    (x8-qwen235-tp8-start: --shapes qwen3-235b-a22b:tp8)
 #          GPUS      how many GPUs the phase may use (default: CUDA_VISIBLE_DEVICES's entries, else nvidia-smi's)
 #          PLAN_VLLM_VERSION  plan for this vLLM (--plan-vllm-version; default the installed one)
-#          ROUTING   (engine-check) vLLM's routing simulator for every engine: uniform_random (default; dummy
-#                    weights otherwise send a batch's sequences to the same few experts) or dummy (the weights' own
-#                    collapsed routing, a labelled control only)
+#          ROUTING   the expert routing of every engine (--routing; benchmarks/e2e/routing.py): uniform_random
+#                    (default: vLLM's simulator; dummy weights otherwise send a batch's sequences to the same few
+#                    experts), hot_experts (skewed, the lab's plugin) or dummy (the weights' own collapsed routing, a
+#                    labelled control only)
 #          DRY_RUN=1 plan only: the harness prints each row's server argv and environment (--dry-run), no bake,
 #                    no GPU needed (tests/benchmarks/test_e2e_phases.py runs every x8 phase this way)
 # Every engine runs in its own subprocess with its own timeout; the harness writes what it has after each
@@ -83,7 +84,8 @@ if [ -d "$SITE" ] && [ "${DRY_RUN:-0}" != 1 ]; then python3 -m benchmarks.device
 # plan (with our kernel where the dispatch table has the shape) vs the plan with vLLM's kernels only
 # (plan_vllm_kernel = option.moe_kernel=vllm) vs auto (vLLM's own choice) vs triton on vLLM's default tiles (what
 # LMI v28/v29 run: they carry vLLM PR #50040), 512 in / 256 out, best and median of 3.
-COMMON=(--out-dir "$OUT" --work-dir "$WORK" --budget-s "$BUDGET_S" --reps 3 --output-len 256 --plan-gpu H200)
+COMMON=(--out-dir "$OUT" --work-dir "$WORK" --budget-s "$BUDGET_S" --reps 3 --output-len 256 --plan-gpu H200
+        --routing "${ROUTING:-uniform_random}")
 [ -n "${PLAN_VLLM_VERSION:-}" ] && COMMON+=(--plan-vllm-version "$PLAN_VLLM_VERSION")
 SERVED=(--backends plan,plan_vllm_kernel,auto,triton --conc 1,2,4,8,16,32,64 --long-conc 1)
 case "$PHASE" in
@@ -113,12 +115,6 @@ case "$PHASE" in
              # vLLM's tiles) at 1 and 64 with realistic routing (ROUTING). auto only when ENGINE_CHECK_BACKENDS names
              # it: its FlashInfer CUTLASS MoE module (fused_moe_90, 241 nvcc objects) is in neither the image nor the
              # bundle and would JIT-compile at its first start. No bake: each row's engine compiles its own kernels
-             case "${ROUTING:-uniform_random}" in
-               dummy) unset VLLM_MOE_ROUTING_SIMULATION_STRATEGY ;;
-               uniform_random) export VLLM_MOE_ROUTING_SIMULATION_STRATEGY=uniform_random ;;
-               *) echo "e2e.sh: ROUTING='$ROUTING'; accepted: uniform_random, dummy" >&2; exit 2 ;;
-             esac
-             echo "e2e.sh: engine-check routing: ${ROUTING:-uniform_random}" | tee "$OUT/routing.txt"
              ARGS=(--models qwen3-30b-a3b-fp8-static --backends "${ENGINE_CHECK_BACKENDS:-plan,triton}"
                    --conc 1,64 --long-input-len 0) ;;
   qwen-attention) # issue 15 item 5: the plan (our kernel included) with another attention backend, as a user sets it

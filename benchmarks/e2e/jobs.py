@@ -126,7 +126,7 @@ def _served_jobs(args: RunArgs, model_dir: Path) -> list[PlannedJob]:
     jobs = []
     for setup in be.engine_setups(args.backends, model_dir, shape, lambda _dir: decision):
         env = runner.engine_env(os.environ, setup, engine_cache(args.work_dir, label, setup.backend), {},
-                                args.work_dir / "flashinfer")  # fmt: skip
+                                args.work_dir / "flashinfer", args.routing)  # fmt: skip
         command = served.row_command(plan, setup, env, options)
         jobs.append(PlannedJob(label, model_dir, setup, shape, config, _estimate(args, label, setup), command,
                                split.label, opts, plan.ignored_options))  # fmt: skip

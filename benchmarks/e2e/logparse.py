@@ -17,6 +17,8 @@ DEFAULT_CONFIG_RE = re.compile(r"Using default MoE config\. Performance might be
 # entrypoint.moe_plugin's one line per shape (or its refusal): present only when vLLM loaded the plugin
 PROJECT_KERNEL_RE = re.compile(r"moe_kernel=project: (.+)")
 TUNED_CONFIG_RE = re.compile(r"Using configuration from (\S+) for MoE layer")
+# vLLM's routing simulator, once per process that routes (fused_moe/router/routing_simulator_router.py)
+ROUTING_RE = re.compile(r"Simulating MoE routing using a (\S+) strategy")
 # How the ranks talk, as vLLM (and NCCL, with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=ENV) logged it: vLLM 0.26
 # pynccl.py, flashinfer_all_reduce.py, symm_mem.py, custom_all_reduce.py; NCCL's "NCCL_X set by environment to Y."
 COMM_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -55,6 +57,7 @@ class EngineLog:
     autotuner_ops: tuple[str, ...] = ()
     durations: dict[str, float] = field(default_factory=dict)  # start_durations(): the parts of the start
     comm: dict[str, str] = field(default_factory=dict)  # comm_facts(): NCCL version, all-reduce paths, NCCL env
+    routing: str = ""  # the simulator strategy vLLM said it routes with; "" where it routed with the weights
 
     @property
     def last_milestone(self) -> str:
@@ -76,6 +79,7 @@ def parse_engine_log(text: str) -> EngineLog:
     log.milestones = [name for name, pattern in MILESTONES if pattern.search(text)]
     log.durations = start_durations(text)
     log.comm = comm_facts(text)
+    log.routing = ";".join(dict.fromkeys(ROUTING_RE.findall(text)))
     return log
 
 

@@ -21,7 +21,8 @@ SERVED_WORKER = "benchmarks.e2e.served_worker"
 def engine_env(args: RunArgs, j: PlannedJob, cache: Path, extra: dict[str, str]) -> dict[str, str]:
     """One measured start's environment: its caches under `cache`, the run's FlashInfer modules and baked model-info
     entries (as the image has them), and `extra`."""
-    return runner.engine_env(os.environ, j.setup, cache, {**extra, **args.model_info_env}, args.work_dir / "flashinfer")
+    return runner.engine_env(os.environ, j.setup, cache, {**extra, **args.model_info_env}, args.work_dir / "flashinfer",
+                             args.routing)  # fmt: skip
 
 
 def offline_job(args: RunArgs, j: PlannedJob, run_dir: Path, timeout: float) -> dict[str, Any]:

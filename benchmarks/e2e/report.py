@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.e2e.backends import EngineSetup
+from benchmarks.e2e.floor_rows import publication
 from benchmarks.e2e.jitcount import MOE_KERNEL, moe_kernels_by_rank
 from benchmarks.e2e.runner import JobResult
 from benchmarks.e2e.spec import Workload
@@ -18,10 +19,11 @@ from benchmarks.e2e.stats import RequestTiming, Sample, aggregate, ratio, summar
 CSV_COLUMNS: tuple[str, ...] = (
     "model", "split", "options", "layers", "layers_real", "backend", "same_engine_as", "moe_backend_arg",
     "moe_backend_logged", "moe_kernel_logged", "default_moe_config", "tuned_config", "tuned_file_shipped",
-    "default_config_check", "input_len", "output_len", "conc", "reps",
+    "default_config_check", "routing", "routing_logged", "input_len", "output_len", "conc", "reps",
     "decode_tps_best", "decode_tps_median", "output_tps_best", "output_tps_median",
     "ttft_ms_best", "ttft_ms_median", "tpot_ms_best", "tpot_ms_median", "spread_pct",
-    "ratio_vs_auto", "verdict_vs_auto", "engine_start_cold_s", "engine_start_warm_s", "start_caches",
+    "hbm_read_tbps", "floor_tpot_ms", "floor_fraction", "floor_check", "ratio_vs_auto", "verdict_vs_auto",
+    "engine_start_cold_s", "engine_start_warm_s", "start_caches",
     "triton_jit_at_start", "moe_jit_at_start_by_rank", "moe_jit_while_serving", "moe_jit_while_serving_by_rank",
     "comm_env", "comm_logged", "status", "error", "note", "compile", "vllm", "torch", "triton", "flashinfer", "gpu",
     "timestamp",
@@ -30,7 +32,7 @@ CSV_COLUMNS: tuple[str, ...] = (
 _FLOAT_COLUMNS = {
     "decode_tps_best", "decode_tps_median", "output_tps_best", "output_tps_median", "ttft_ms_best",
     "ttft_ms_median", "tpot_ms_best", "tpot_ms_median", "spread_pct", "ratio_vs_auto",
-    "engine_start_cold_s", "engine_start_warm_s",
+    "hbm_read_tbps", "floor_tpot_ms", "floor_fraction", "engine_start_cold_s", "engine_start_warm_s",
 }  # fmt: skip
 _INT_COLUMNS = {"layers", "layers_real", "input_len", "output_len", "conc", "reps", "triton_jit_at_start",
                 "moe_jit_while_serving"}  # fmt: skip
@@ -100,6 +102,7 @@ def build_rows(
         **_jit_columns(result),
         "default_config_check": default_config_check(result, facts.get("tuned_file_shipped", "")),
         "comm_logged": ";".join(f"{k}={v}" for k, v in result.log.comm.items()),
+        "routing_logged": result.log.routing,
     }
     rows = []
     for w in workloads:
@@ -151,8 +154,8 @@ def copy_rows_for(rows: Iterable[dict[str, Any]], model: str, source: str, setup
 
 def _key(row: dict[str, Any]) -> tuple[Any, ...]:
     """One measured point: the same model at another split or with other options is another point."""
-    return (row["model"], row.get("split") or "", row.get("options") or "", row["input_len"], row["output_len"],
-            row["conc"])  # fmt: skip
+    return (row["model"], row.get("split") or "", row.get("options") or "", row.get("routing") or "",
+            row["input_len"], row["output_len"], row["conc"])  # fmt: skip
 
 
 def _num(value: Any) -> float | None:
@@ -251,9 +254,9 @@ def _f(value: Any, digits: int = 1) -> str:
 
 def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
     header = (
-        "| model | backend (vLLM ran) | in/out | conc | decode tok/s best (median) | vs auto | output tok/s best "
-        "| TTFT ms | TPOT ms | spread % | start cold / warm s | status |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        "| model | backend (vLLM ran) | routing | in/out | conc | decode tok/s best (median) | vs auto "
+        "| output tok/s best | TTFT ms | TPOT ms | floor ms (÷ TPOT) | spread % | start cold / warm s | status |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
     lines = []
     for r in rows:
@@ -267,14 +270,19 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
             + (f" [L={r['layers']}/{r['layers_real']}]" if r.get("layers") != r.get("layers_real") else "")
             + (f" {r['split']}" if r.get("split") else "")
         )
+        shown, label = publication(r)
+        fig = r if shown else {}
+        status = r["status"] + (f"; {label}" if label else "")
         lines.append(
-            f"| {model} | {backend} | {r['input_len']}/{r['output_len']} | {r['conc']} "
-            f"| {_f(r.get('decode_tps_best'))} ({_f(r.get('decode_tps_median'))}) | {vs} "
-            f"| {_f(r.get('output_tps_best'))} | {_f(r.get('ttft_ms_median'))} | {_f(r.get('tpot_ms_median'), 2)} "
-            f"| {_f(r.get('spread_pct'))} "
+            f"| {model} | {backend} | {r.get('routing') or '?'} | {r['input_len']}/{r['output_len']} | {r['conc']} "
+            f"| {_f(fig.get('decode_tps_best'))} ({_f(fig.get('decode_tps_median'))}) | {vs if shown else '–'} "
+            f"| {_f(fig.get('output_tps_best'))} | {_f(fig.get('ttft_ms_median'))} "
+            f"| {_f(fig.get('tpot_ms_median'), 2)} "
+            f"| {_f(r.get('floor_tpot_ms'), 2)} ({_f(r.get('floor_fraction'), 2)}) "
+            f"| {_f(fig.get('spread_pct'))} "
             f"| {_f(r.get('engine_start_cold_s'), 0)}{SHARED_MARK if _shared_start(r) else ''} "
             f"/ {_f(r.get('engine_start_warm_s'), 0)} "
-            f"| {r['status']} |"
+            f"| {status} |"
         )
     envs = sorted(
         {f"vLLM {r['vllm']}, torch {r['torch']}, Triton {r['triton']}, FlashInfer {r['flashinfer']}, {r['gpu']}"

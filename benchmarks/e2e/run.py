@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.e2e import backends as be
-from benchmarks.e2e import one_engine, parallel, report, run_args, runner, spec, start_experiments
+from benchmarks.e2e import floor_rows, one_engine, parallel, report, routing, run_args, runner, spec, start_experiments
 from benchmarks.e2e.jobs import PlannedJob, engine_cache, multicast_refusals, plan_jobs, print_commands, print_estimate
 from benchmarks.e2e.phase_cache import EMPTY, PhaseTritonCache
 from benchmarks.e2e.run_args import RunArgs
@@ -29,6 +29,7 @@ def execute(args: RunArgs) -> int:
             args = replace(args, backends=tuple(b for b in args.backends if b not in planned))
     jobs = plan_jobs(args, provider)
     print(f"e2e: plan source: {provider_note}")
+    print(f"e2e: routing: {args.routing} ({routing.ROUTINGS[args.routing]})")
     print_estimate(jobs, args)
     if args.engine == "served" and args.dry_run:
         print_commands(jobs, os.environ)
@@ -60,6 +61,10 @@ def execute(args: RunArgs) -> int:
         # does (served_worker)
         baked = runner.bake_model_info(args.work_dir / "model-info", prewarm_env, min(120.0, budget.left()))
         args = replace(args, model_info_env=baked)
+    hbm, hbm_line = (args.hbm_read_tbps * 1e12, f"HBM read bandwidth: {args.hbm_read_tbps} TB/s (--hbm-read-tbps)")
+    if not args.hbm_read_tbps:
+        hbm, hbm_line = floor_rows.measure_bandwidth(prewarm_env, timeout_s=min(120.0, budget.left()))
+    print(f"e2e: {hbm_line}")
     shared = PhaseTritonCache(args.work_dir / "phase-triton") if args.share_triton_cache else None
     for j in jobs:
         layers_real = spec.num_layers(j.config)
@@ -83,11 +88,16 @@ def execute(args: RunArgs) -> int:
         if any(e.get("event") == "stream_check" for e in result.events):
             stream_rows += report.stream_rows(j.model, result)
             report.write_stream_rows(stream_rows, args.out_dir / "stream_check.csv")
-        rows += report.build_rows(
+        job_rows = report.build_rows(
             model=j.model, layers=layers, layers_real=layers_real, setup=j.setup, result=result,
             warm_start_s=warm_s, workloads=args.workloads, compile_mode=args.compile_mode, timestamp=stamp,
-            facts={**_row_facts(j), "start_caches": start_caches},
+            facts={**_row_facts(j), "start_caches": start_caches, "routing": args.routing},
         )  # fmt: skip
+        # a reduced-layer engine (--layers) reads fewer bytes than the checkpoint's geometry says, and a split's
+        # ranks read their shards side by side (floor_rows.single_gpu): no floor there yet
+        whole = layers == layers_real and floor_rows.single_gpu(j.split)
+        floor_rows.add_floor_checks(job_rows, j.model_dir, args.routing, hbm if whole else None)
+        rows += job_rows
         report.write_outputs(rows, args.out_dir)
         (args.out_dir / "h200_e2e_raw.json").write_text(json.dumps(raw, indent=1))
     report.write_outputs(rows, args.out_dir)

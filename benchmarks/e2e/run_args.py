@@ -12,7 +12,7 @@ from typing import Any
 
 from benchmarks.e2e import backends as be
 from benchmarks.e2e import options as bench_opts
-from benchmarks.e2e import spec
+from benchmarks.e2e import routing, spec
 from benchmarks.paths import E2E_RESULTS
 
 DEFAULT_SNAPSHOT = E2E_RESULTS / "plans.json"
@@ -80,6 +80,9 @@ class RunArgs:
     # --max-model-len: "workload" (the longest request + 16), "model" (not set: the checkpoint's own, as the image
     # serves it) or a number
     model_len: str = "workload"
+    # --routing: where the tokens go (benchmarks/e2e/routing.py); every engine of the run, recorded in every row
+    routing: str = routing.DEFAULT_ROUTING
+    hbm_read_tbps: float = 0.0  # --hbm-read-tbps: the floor's bandwidth; 0: measured on the GPU at the run's start
     # set by the run: the variable through which each served start seeds the run's baked model-info entries
     model_info_env: dict[str, str] = field(default_factory=dict)
 
@@ -145,6 +148,13 @@ def run_parser() -> argparse.ArgumentParser:
                    help="with --layer-start: then N more pairs of a warm start and a start from the same layer, "
                         "alternating, so the layer ÷ warm ratio comes with the spread of one machine's starts (rows "
                         "'warm 2', 'layer 2', ...)")  # fmt: skip
+    p.add_argument("--routing", default=routing.DEFAULT_ROUTING, metavar="|".join(routing.ROUTINGS),
+                   help="expert routing of every engine (benchmarks/e2e/routing.py): uniform_random (default, vLLM's "
+                        "simulator), hot_experts (skewed) or dummy (the dummy weights' collapsed routing: a labelled "
+                        "control, its rows at concurrency >= 2 are never published)")  # fmt: skip
+    p.add_argument("--hbm-read-tbps", type=float, default=0.0,
+                   help="HBM read bandwidth for each row's floor check (benchmarks/e2e/hbm_floor.py); default 0: "
+                        "measured on the run's GPU before the first engine")  # fmt: skip
     p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     p.add_argument("--max-num-seqs", type=int, default=0, help="default: the largest concurrency")
     p.add_argument("--max-model-len", default="workload", metavar="workload|model|N",
@@ -223,6 +233,9 @@ def parse_run_args(argv: Sequence[str]) -> RunArgs:
                              "'empty' start must start from empty caches)")  # fmt: skip
         if ns.engine == "offline" and (breakdown or stream_check):
             raise ValueError("--start-breakdown and --stream-check need --engine served")
+        routing.check_routing(ns.routing)
+        if ns.hbm_read_tbps < 0:
+            raise ValueError(f"--hbm-read-tbps: {ns.hbm_read_tbps}; accepted: 0 (measure) or a bandwidth in TB/s")
         workloads = spec.build_workloads(conc, ns.input_len, ns.output_len, ns.long_input_len, long_conc)
         _check_model_len(ns.max_model_len, max(w.input_len + w.output_len for w in workloads), ns.engine)
         if ns.max_num_seqs and ns.max_num_seqs < max_conc:
@@ -262,6 +275,8 @@ def parse_run_args(argv: Sequence[str]) -> RunArgs:
         share_triton_cache=ns.share_triton_cache,
         options=options,
         model_len=ns.max_model_len,
+        routing=ns.routing,
+        hbm_read_tbps=ns.hbm_read_tbps,
     )
 
 

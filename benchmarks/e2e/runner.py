@@ -22,6 +22,7 @@ from typing import Any
 
 from benchmarks.e2e.backends import REPO_ROOT, EngineSetup
 from benchmarks.e2e.logparse import EngineLog, parse_engine_log, process_gaps
+from benchmarks.e2e.routing import routing_env
 from benchmarks.e2e.spec import Workload
 
 # How the image starts vLLM's EngineCore (the Dockerfile's VLLM_WORKER_MULTIPROC_METHOD; a test keeps the two equal).
@@ -184,9 +185,17 @@ def engine_env(
     cache_dir: Path,
     extra: Mapping[str, str],
     flashinfer_base: Path | None = None,
+    routing: str | None = None,
 ) -> dict[str, str]:
+    """An engine's environment. `routing` (benchmarks/e2e/routing.py) overrides whatever the caller's environment
+    says about vLLM's routing simulator; None leaves it as it is (the FlashInfer prewarm routes nothing)."""
     env = {k: v for k, v in base.items() if k not in setup.unset_env}
     env.update(setup.env)
+    if routing is not None:
+        routing_set, routing_unset = routing_env(routing)
+        for key in routing_unset:
+            env.pop(key, None)
+        env.update(routing_set)
     # as the image, whatever the caller's env; a start breakdown's comparison row (warm-spawn) may ask for another
     env["VLLM_WORKER_MULTIPROC_METHOD"] = IMAGE_START_METHOD
     env.update(extra)

@@ -205,6 +205,12 @@ def test_an_error_line_in_a_stream_is_reported_not_counted() -> None:
 
 # ------------------------------------------------------------------------------------ the whole harness, CPU
 
+# vLLM 0.32's CPU MoE kernel (experts/cpu_moe.py -> torch.ops._C.cpu_fused_moe) takes int32 expert ids, and the
+# routing simulator returns int64 where the caller asks no index type: with it the CPU engine dies at the first
+# request ("expected scalar type Int but found Long"). The CPU rows are functional checks, never measurements.
+CPU_ROUTING = ("--routing", "dummy")
+NO_FLOOR = "no floor (no bandwidth measured, a split or fewer layers)"
+
 
 @pytest.mark.e2e
 def test_the_served_harness_measures_the_tiny_model_on_the_cpu_engine(tmp_path: Path) -> None:
@@ -216,13 +222,18 @@ def test_the_served_harness_measures_the_tiny_model_on_the_cpu_engine(tmp_path: 
     argv = [sys.executable, "-m", "benchmarks.e2e", "run", "--models", str(model), "--backends", "plan",
             "--conc", "1,2", "--input-len", "16", "--output-len", "8", "--long-input-len", "0", "--reps", "1",
             "--stream-check", "2:16:8:1", "--out-dir", str(out), "--work-dir", str(tmp_path / "work"),
-            "--budget-s", "400", "--share-triton-cache"]  # fmt: skip
+            "--budget-s", "400", "--share-triton-cache", *CPU_ROUTING]  # fmt: skip
     done = subprocess.run(argv, cwd=REPO, env={**os.environ, **CPU_ENV_DEFAULTS}, capture_output=True, text=True,
                           timeout=500)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = list(csv.DictReader((out / "h200_e2e.csv").open()))
     assert [(r["conc"], r["status"], r["compile"]) for r in rows] == [("1", "ok", "default"), ("2", "ok", "default")]
     assert all(float(r["decode_tps_best"]) > 0 for r in rows)
+    # every row records its routing; no GPU, no bandwidth, no floor; the dummy routing at 2 is a labelled control
+    assert {(r["routing"], r["routing_logged"], r["floor_check"]) for r in rows} == {("dummy", "", NO_FLOOR)}
+    assert "HBM read bandwidth: not measured" in done.stdout
+    table = (out / "h200_e2e.md").read_text().splitlines()
+    assert [line.endswith("| ok; control (dummy routing): not published |") for line in table[2:4]] == [False, True]
     # the first engine of a run starts from empty caches; what it compiled is then offered to the next one
     assert {r["start_caches"] for r in rows} == {"empty"}
     assert "plan: 0 Triton kernels added to the run's shared cache (0 in all)" in done.stdout, done.stdout[-2000:]
@@ -245,7 +256,7 @@ def test_the_start_breakdown_probes_the_baked_start_with_real_requests(tmp_path:
             "--conc", "1,2", "--input-len", "16", "--output-len", "4", "--long-input-len", "0", "--reps", "1",
             "--start-breakdown", "plan", "--baked-cache", str(baked), "--layer-start", "--start-pairs", "1",
             "--out-dir", str(out),
-            "--work-dir", str(tmp_path / "work"), "--budget-s", "600"]  # fmt: skip
+            "--work-dir", str(tmp_path / "work"), "--budget-s", "600", *CPU_ROUTING]  # fmt: skip
     done = subprocess.run(argv, cwd=REPO, env={**os.environ, **CPU_ENV_DEFAULTS}, capture_output=True, text=True,
                           timeout=700)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

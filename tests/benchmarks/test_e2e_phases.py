@@ -126,11 +126,26 @@ def test_the_nemotron_diagnosis_runs_the_plan_with_prefix_caching_off_then_on(tm
                                                                    "prefix-caching"]  # fmt: skip
 
 
-def test_engine_check_runs_its_rows_with_realistic_routing_and_refuses_an_unknown_routing(tmp_path: Path) -> None:
-    done = _phase(tmp_path, "engine-check", gpus=1)
+ROUTING_LINE = "env+ VLLM_MOE_ROUTING_SIMULATION_STRATEGY="
+
+
+def test_every_phase_routes_with_the_simulator_unless_told_dummy_and_refuses_an_unknown_routing(tmp_path: Path) -> None:
+    # the caller's own setting never leaks into a row: ROUTING (--routing) decides, dummy unsets it
+    done = _phase(tmp_path, "engine-check", gpus=1, VLLM_MOE_ROUTING_SIMULATION_STRATEGY="normal_routing")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "engine-check routing: uniform_random" in done.stdout
+    assert "e2e: routing: uniform_random" in done.stdout
     rows = [line.strip().split(" (")[0] for line in done.stdout.splitlines() if line.endswith("):")]
     assert rows == ["qwen3-30b-a3b-fp8-static tp1 plan", "qwen3-30b-a3b-fp8-static tp1 triton"], rows
+    assert [line.strip() for line in done.stdout.splitlines() if ROUTING_LINE in line] == [
+        ROUTING_LINE + "uniform_random"
+    ] * 2
+    skewed = _phase(tmp_path, "mixtral", gpus=1, ROUTING="hot_experts")
+    assert skewed.returncode == 0 and skewed.stdout.count(ROUTING_LINE + "hot_experts") == 3, skewed.stdout[-3000:]
+    control = _phase(tmp_path, "engine-check", gpus=1, ROUTING="dummy",
+                     VLLM_MOE_ROUTING_SIMULATION_STRATEGY="uniform_random")  # fmt: skip
+    assert control.returncode == 0 and "e2e: routing: dummy" in control.stdout
+    assert ROUTING_LINE not in control.stdout
     bogus = _phase(tmp_path, "engine-check", gpus=1, ROUTING="hot")
-    assert bogus.returncode == 2 and "ROUTING='hot'; accepted: uniform_random, dummy" in bogus.stderr
+    assert bogus.returncode == 2
+    refusal = "--routing: 'hot' is not a routing; accepted: uniform_random, hot_experts, dummy"
+    assert refusal in bogus.stdout + bogus.stderr

@@ -15,3 +15,5 @@ def test_the_written_metadata_makes_the_plugin_visible_to_a_checkout_on_pythonpa
     info = write(site)
     assert (info / "entry_points.txt").read_text().startswith("[vllm.general_plugins]\n")
     assert entry_point_seen([site, checkout], tmp_path) == "True"
+    # the lab's routing plugin rides along on the GPU host, and only there: the wheel's metadata never names it
+    assert "moe_serving_lab_routing = benchmarks.e2e.routing_plugin:register" in (info / "entry_points.txt").read_text()

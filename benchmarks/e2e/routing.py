@@ -1,0 +1,93 @@
+"""Which experts the benchmark's tokens go to: the routing every GPU row runs under, and recorded in its row.
+
+Dummy weights (`load_format=dummy`, which every benchmark row loads) route every sequence of a batch to the same few
+experts, a regime no trained model is in: at 64 concurrent requests Qwen3-30B-A3B measured a TPOT of 5.71 ms with it,
+below the 6.99 ms that reading the experts uniform routing touches takes, and 11.74 ms with uniform routing. vLLM's
+router has a simulator for benchmarks (`VLLM_MOE_ROUTING_SIMULATION_STRATEGY`, `fused_moe/router/
+routing_simulator_router.py`): it replaces the router's top-k, before the MoE kernels, by picks of its own. The
+routings a row can run under:
+
+- `uniform_random` (the default): vLLM's own strategy, top-k of uniform random scores (every expert equally likely);
+- `hot_experts`: ours (`benchmarks/e2e/routing_plugin.py`, registered with vLLM's simulator by a lab-only plugin):
+  `HOT_SHARE` of the routing mass on the first `hot_count(E, k)` experts, the rest spread over the others, sampled
+  without replacement (Gumbel top-k): trained routers are uneven, and this shows how much that matters;
+- `dummy`: the dummy weights' own routing (the simulator off), a labelled control only, never a published figure.
+
+`expected_experts_touched` is what a decode step must read: the experts a batch of `tokens` touches per MoE layer.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from functools import cache
+
+STRATEGY_ENV = "VLLM_MOE_ROUTING_SIMULATION_STRATEGY"
+DEFAULT_ROUTING = "uniform_random"
+CONTROL_ROUTING = "dummy"
+ROUTINGS: dict[str, str] = {
+    "uniform_random": "vLLM's simulator: top-k of uniform random scores",
+    "hot_experts": "our simulator strategy: half the routing mass on a few hot experts",
+    "dummy": "the dummy weights' own router (collapsed: a control, not published)",
+}
+SIMULATED = frozenset(ROUTINGS) - {CONTROL_ROUTING}
+
+HOT_SHARE = 0.5  # the share of the routing mass the hot experts carry
+HOT_FRACTION = 1 / 16  # hot experts per MoE layer, as a share of its experts (8 of 128), at least top-k
+
+
+def check_routing(name: str) -> str:
+    """The routing name, or ValueError naming the value and what is accepted."""
+    if name not in ROUTINGS:
+        raise ValueError(f"--routing: {name!r} is not a routing; accepted: {', '.join(ROUTINGS)}")
+    return name
+
+
+def routing_env(name: str) -> tuple[dict[str, str], tuple[str, ...]]:
+    """(variables to set, variables to unset) for an engine that runs under this routing."""
+    check_routing(name)
+    if name == CONTROL_ROUTING:
+        return {}, (STRATEGY_ENV,)
+    return {STRATEGY_ENV: name}, ()
+
+
+def hot_count(num_experts: int, top_k: int) -> int:
+    """How many experts are hot: HOT_FRACTION of them, at least top_k and fewer than all of them where possible."""
+    return min(max(top_k, round(num_experts * HOT_FRACTION)), max(num_experts - 1, 1))
+
+
+def hot_expert_weights(num_experts: int, top_k: int) -> list[float]:
+    """The sampling weight of each expert under `hot_experts` (they sum to 1)."""
+    hot = hot_count(num_experts, top_k)
+    cold = num_experts - hot
+    if cold == 0:
+        return [1 / num_experts] * num_experts
+    return [HOT_SHARE / hot] * hot + [(1 - HOT_SHARE) / cold] * cold
+
+
+@cache
+def _inclusion_probabilities(num_experts: int, top_k: int, trials: int = 20_000) -> tuple[float, ...]:
+    """Per expert, the chance one token's top-k under `hot_experts` includes it (Gumbel top-k, seeded Monte Carlo:
+    the same numbers on every machine)."""
+    rng = random.Random(0)
+    logs = [math.log(w) for w in hot_expert_weights(num_experts, top_k)]
+    counts = [0] * num_experts
+    for _ in range(trials):
+        keys = [lw - math.log(-math.log(rng.random() or 1e-300)) for lw in logs]
+        for i in sorted(range(num_experts), key=keys.__getitem__, reverse=True)[:top_k]:
+            counts[i] += 1
+    return tuple(c / trials for c in counts)
+
+
+def expected_experts_touched(routing: str, num_experts: int, top_k: int, tokens: int) -> float:
+    """Expected distinct experts of one MoE layer that `tokens` tokens (each picking top_k) touch.
+
+    `dummy` gives top_k: the least any routing touches, so a floor built on it is a floor for every routing."""
+    check_routing(routing)
+    if tokens < 1 or not 1 <= top_k <= num_experts:
+        raise ValueError(f"tokens={tokens}, top_k={top_k}, num_experts={num_experts}: need 1 <= top_k <= experts")
+    if routing == CONTROL_ROUTING:
+        return float(top_k)
+    if routing == "uniform_random":
+        return num_experts * (1 - (1 - top_k / num_experts) ** tokens)
+    return sum(1 - (1 - p) ** tokens for p in _inclusion_probabilities(num_experts, top_k))

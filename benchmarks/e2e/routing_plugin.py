@@ -1,0 +1,60 @@
+"""A vLLM general plugin of the lab only: registers the `hot_experts` routing (benchmarks/e2e/routing.py) with vLLM's
+routing simulator, in every process that routes tokens (vLLM loads general plugins in the API server, the engine
+core and each worker). Never in the image: `benchmarks.device.register_entry_points` names it for the GPU host's
+site, beside the product's own plugin.
+
+Why a Gumbel top-k: it samples top_k distinct experts with chances proportional to their weights from one
+`torch.rand` and one `torch.topk`, as vLLM's uniform strategy does, so it is captured in CUDA graphs the same way
+and costs the engine the same few small kernels (a multinomial without replacement would not).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchmarks.e2e.routing import hot_expert_weights
+
+STRATEGY = "hot_experts"
+
+
+def make_strategy() -> Any:
+    """The strategy object (a vLLM RoutingStrategy); built lazily so importing this module needs no vLLM."""
+    import torch
+    from vllm.model_executor.layers.fused_moe.router.routing_simulator_router import RoutingStrategy
+
+    class HotExperts(RoutingStrategy):
+        def __init__(self) -> None:
+            self._log_weights: dict[tuple[int, int, str], torch.Tensor] = {}
+
+        def log_weights(self, num_experts: int, top_k: int, device: torch.device) -> torch.Tensor:
+            # made on the first (eager) forward, the profile run, before any CUDA-graph capture
+            key = (num_experts, top_k, str(device))
+            if key not in self._log_weights:
+                weights = torch.tensor(hot_expert_weights(num_experts, top_k), dtype=torch.float32, device=device)
+                self._log_weights[key] = weights.log()
+            return self._log_weights[key]
+
+        def route_tokens(
+            self,
+            hidden_states: torch.Tensor,
+            router_logits: torch.Tensor,
+            top_k: int,
+            indices_type: torch.dtype | None = None,
+        ) -> tuple[torch.Tensor, torch.Tensor]:
+            num_tokens, num_experts = hidden_states.shape[0], router_logits.shape[-1]
+            uniform = torch.rand(num_tokens, num_experts, device=hidden_states.device).clamp_(min=1e-20)
+            keys = self.log_weights(num_experts, top_k, hidden_states.device) - torch.log(-torch.log(uniform))
+            topk_ids = torch.topk(keys, top_k, dim=-1).indices.to(indices_type or torch.long)
+            # equal weights, as vLLM's uniform strategy gives: the rows compare routings, not mixing weights
+            topk_weights = torch.ones(num_tokens, top_k, dtype=torch.float32, device=hidden_states.device)
+            return topk_weights, topk_ids
+
+    return HotExperts()
+
+
+def register() -> None:
+    """vLLM's entry point (group vllm.general_plugins): idempotent, as vLLM may call it more than once."""
+    from vllm.model_executor.layers.fused_moe.router.routing_simulator_router import RoutingSimulator
+
+    if STRATEGY not in RoutingSimulator.get_available_strategies():
+        RoutingSimulator.register_strategy(STRATEGY, make_strategy())

@@ -1,0 +1,86 @@
+"""benchmarks/e2e/routing.py and routing_plugin.py: the expert routing every GPU row runs under, how it reaches the
+engine, how the row records it, and what a batch touches under it (the HBM floor's input)."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from benchmarks.e2e import backends as be
+from benchmarks.e2e import routing, routing_plugin, runner
+from benchmarks.e2e.logparse import parse_engine_log
+from benchmarks.e2e.run_args import parse_run_args
+
+
+def test_an_unknown_routing_is_refused_with_what_is_accepted() -> None:
+    with pytest.raises(ValueError, match=r"--routing: 'zipf' is not a routing; accepted: uniform_random, hot_experts"):
+        routing.check_routing("zipf")
+
+
+def test_the_harness_routes_uniformly_unless_told_and_refuses_a_bad_routing(capsys: pytest.CaptureFixture) -> None:
+    assert parse_run_args([]).routing == "uniform_random"
+    assert parse_run_args(["--routing", "hot_experts"]).routing == "hot_experts"
+    with pytest.raises(SystemExit) as exc:
+        parse_run_args(["--routing", "collapsed"])
+    assert exc.value.code == 2 and "--routing: 'collapsed' is not a routing" in capsys.readouterr().err
+
+
+def test_the_row_routing_overrides_the_callers_environment(tmp_path: Path) -> None:
+    setup = be.EngineSetup("plan", None)
+    caller = {routing.STRATEGY_ENV: "normal_routing"}
+    assert runner.engine_env(caller, setup, tmp_path, {}, routing="hot_experts")[routing.STRATEGY_ENV] == "hot_experts"
+    assert routing.STRATEGY_ENV not in runner.engine_env(caller, setup, tmp_path, {}, routing="dummy")
+    # None: the FlashInfer prewarm routes nothing and is left as the caller set it
+    assert runner.engine_env(caller, setup, tmp_path, {})[routing.STRATEGY_ENV] == "normal_routing"
+
+
+def test_the_engine_log_says_which_strategy_routed() -> None:
+    line = "WARNING [routing_simulator_router.py:286] Simulating MoE routing using a uniform_random strategy. This"
+    assert parse_engine_log(f"x\n{line}\n{line}\n").routing == "uniform_random"
+    assert parse_engine_log("Using TRITON Fp8 MoE backend out of potential backends: [TRITON]").routing == ""
+
+
+def test_experts_touched_grow_with_the_batch_and_less_so_when_routing_is_skewed() -> None:
+    # Qwen3-30B-A3B: 128 experts, top-8. Uniform: 128 * (1 - (120/128)^64) = 125.9 at 64 sequences
+    assert math.isclose(routing.expected_experts_touched("uniform_random", 128, 8, 64), 125.9, abs_tol=0.05)
+    for tokens in (1, 2, 8, 64):
+        assert routing.expected_experts_touched("dummy", 128, 8, tokens) == 8  # the least any routing touches
+    assert math.isclose(routing.expected_experts_touched("hot_experts", 128, 8, 1), 8, rel_tol=1e-9)
+    previous = 8.0
+    for tokens in (2, 4, 8, 16, 32):
+        hot = routing.expected_experts_touched("hot_experts", 128, 8, tokens)
+        assert previous < hot < routing.expected_experts_touched("uniform_random", 128, 8, tokens)
+        previous = hot
+    with pytest.raises(ValueError, match="top_k=9, num_experts=8"):
+        routing.expected_experts_touched("uniform_random", 8, 9, 4)
+
+
+def test_the_hot_experts_carry_the_share_the_weights_give_them() -> None:
+    weights = routing.hot_expert_weights(128, 8)
+    assert math.isclose(sum(weights), 1.0) and weights[:8] == [routing.HOT_SHARE / 8] * 8
+    assert routing.hot_count(8, 2) == 2 and routing.hot_count(128, 8) == 8 and routing.hot_count(256, 8) == 16
+
+
+def test_the_plugin_registers_hot_experts_with_vllms_simulator_and_routes_as_the_floor_assumes() -> None:
+    torch = pytest.importorskip("torch")  # the CPU vLLM of `make test` brings it
+    from vllm.model_executor.layers.fused_moe.router.routing_simulator_router import RoutingSimulator
+
+    routing_plugin.register()
+    routing_plugin.register()  # vLLM may load general plugins more than once per process
+    assert RoutingSimulator.get_available_strategies().count("hot_experts") == 1
+    torch.manual_seed(0)
+    tokens, experts, top_k = 4096, 128, 8
+    weights, ids = RoutingSimulator.simulate_routing(
+        torch.zeros(tokens, 16), torch.zeros(tokens, experts), "hot_experts", top_k, torch.int32
+    )
+    assert ids.shape == (tokens, top_k) and ids.dtype == torch.int32 and torch.all(weights == 1)
+    assert all(len(set(row)) == top_k for row in ids.tolist())  # top-k distinct experts per token
+    picks = Counter(ids.flatten().tolist())
+    measured = [picks[i] / tokens for i in range(experts)]
+    expected = routing._inclusion_probabilities(experts, top_k)
+    # the plugin's sampler and the floor's Monte Carlo agree on each expert's chance to be picked
+    assert max(abs(m - e) for m, e in zip(measured[:8], expected[:8], strict=True)) < 0.03
+    assert math.isclose(sum(measured[:8]) / top_k, sum(expected[:8]) / top_k, abs_tol=0.01)
