@@ -4,7 +4,8 @@
 # (benchmarks/e2e/served.py): torch.compile and CUDA graphs as vLLM defaults them, measured over HTTP.
 #
 # usage (repo root, on the GPU host):  bash benchmarks/device/e2e.sh [PHASE]
-#   PHASE  qwen (default) | qwen-start | qwen-plugin | qwen-attention | plugin-logits | nemotron | nemotron-diag |
+#   PHASE  qwen (default) | qwen-start | qwen-plugin | qwen-attention | plugin-logits | engine-check | routing |
+#          nemotron | nemotron-diag |
 #          mixtral | control |
 #          fi-diag | all   (see benchmarks/e2e/README.md)
 #          8 x H200 (issue 16; benchmarks/README.md, "8 GPUs of one host"): x8-qwen235-tp8 | x8-qwen235-tp8-start |
@@ -117,6 +118,11 @@ case "$PHASE" in
              # bundle and would JIT-compile at its first start. No bake: each row's engine compiles its own kernels
              ARGS=(--models qwen3-30b-a3b-fp8-static --backends "${ENGINE_CHECK_BACKENDS:-plan,triton}"
                    --conc 1,64 --long-input-len 0) ;;
+  routing)  # issue 31: the served plan against LMI-equivalent (triton on vLLM's tiles) under ROUTING, concurrency 1 to 128
+             # (CONC) and the 4096-token row, each row against its HBM floor; auto stays out for the reason engine-check
+             # gives. The second engine reads the first's Triton kernels: its start is not a cold one
+             ARGS=(--models qwen3-30b-a3b-fp8-static --backends plan,triton --conc "${CONC:-1,2,4,8,16,32,64,128}"
+                   --long-conc 1 --share-triton-cache) ;;
   qwen-attention) # issue 15 item 5: the plan (our kernel included) with another attention backend, as a user sets it
              # (option.attention_backend, validated against vLLM's list like every engine option); the default (FA3
              # on the H200) is qwen-plugin's plan row of the same run. One harness run per backend in ATTN_BACKENDS
@@ -150,7 +156,7 @@ case "$PHASE" in
                    --backends auto,triton,triton_tuned,plan,flashinfer_cutlass --conc 1,8,16,32,64
                    --warm-restart triton) ;;
   x8-*)      ARGS=() ;;  # below
-  *) echo "e2e.sh: unknown phase '$PHASE'; accepted: qwen qwen-start qwen-plugin qwen-attention plugin-logits engine-check" \
+  *) echo "e2e.sh: unknown phase '$PHASE'; accepted: qwen qwen-start qwen-plugin qwen-attention plugin-logits engine-check routing" \
           "nemotron nemotron-diag mixtral" \
           "control fi-diag all x8-..." >&2
      exit 2 ;;

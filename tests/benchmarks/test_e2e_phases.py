@@ -145,6 +145,9 @@ def test_every_phase_routes_with_the_simulator_unless_told_dummy_and_refuses_an_
                      VLLM_MOE_ROUTING_SIMULATION_STRATEGY="uniform_random")  # fmt: skip
     assert control.returncode == 0 and "e2e: routing: dummy" in control.stdout
     assert ROUTING_LINE not in control.stdout
+    routing = _phase(tmp_path, "routing", gpus=1, ROUTING="hot_experts", CONC="1,128")
+    assert routing.returncode == 0, routing.stdout[-3000:]
+    assert "e2e plan: 3 workloads" in routing.stdout and routing.stdout.count(ROUTING_LINE + "hot_experts") == 2
     bogus = _phase(tmp_path, "engine-check", gpus=1, ROUTING="hot")
     assert bogus.returncode == 2
     refusal = "--routing: 'hot' is not a routing; accepted: uniform_random, hot_experts, dummy"
