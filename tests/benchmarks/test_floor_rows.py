@@ -69,3 +69,19 @@ def test_no_bandwidth_or_no_geometry_leaves_the_floor_empty_and_says_why(tmp_pat
 def test_the_bandwidth_is_not_made_up_where_no_gpu_answers() -> None:
     value, line = floor_rows.measure_bandwidth({"CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"}, timeout_s=120)
     assert value is None and line.startswith("HBM read bandwidth: not measured")
+
+
+def test_the_floor_plot_draws_a_run_and_refuses_a_baseline_it_lacks(tmp_path: Path) -> None:
+    from benchmarks.e2e import floor_plot
+
+    rows = [_row(c, t) for c, t in ((1, 4.0), (64, 12.5))] + [
+        {**_row(c, t), "backend": "triton"} for c, t in ((1, 4.1), (64, 12.3))
+    ]
+    floor_rows.add_floor_checks(rows, QWEN3, "uniform_random", H200_READ)
+    csv_path, png = tmp_path / "run.csv", tmp_path / "run.png"
+    report.write_csv(rows, csv_path)
+    assert floor_plot.main([str(csv_path), "--png", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(SystemExit) as exc:
+        floor_plot.main([str(csv_path), "--baseline", "auto", "--png", str(png)])
+    assert exc.value.code == 2

@@ -1,0 +1,86 @@
+"""TPOT against the HBM floor, and one backend's decode rate over a baseline's, over concurrency (issue 31).
+
+    python -m benchmarks.e2e.floor_plot h200_e2e.csv --baseline triton --png routing.png
+
+Left: each backend's median TPOT (the bar spans best to median of its repetitions) above the floor its routing allows
+(dashed). Right: median decode tok/s of every other backend ÷ the baseline's, from the same run. Only the short
+input's rows (the 4096-token row is one point and stays in the table); rows under the floor are left out.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.e2e.floor_rows import BELOW_FLOOR
+from benchmarks.e2e.report import read_csv
+
+
+def _points(rows: Sequence[dict[str, Any]], backend: str, column: str) -> dict[int, float]:
+    return {r["conc"]: r[column] for r in rows if r["backend"] == backend and r.get(column) is not None}
+
+
+def plot(rows: Sequence[dict[str, Any]], baseline: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    measured = [r for r in rows if r["status"] in ("ok", "truncated") and r.get("floor_check") != BELOW_FLOOR]
+    if not measured:
+        raise ValueError("no measured row above its floor to plot")
+    short = min(r["input_len"] for r in measured)
+    measured = [r for r in measured if r["input_len"] == short]
+    backends = list(dict.fromkeys(r["backend"] for r in measured))
+    if baseline not in backends:
+        raise ValueError(f"--baseline {baseline!r}: not among the measured backends {backends}")
+    routing = "/".join(sorted({str(r.get("routing") or "?") for r in measured}))
+    fig, (ax_tpot, ax_ratio) = plt.subplots(1, 2, figsize=(11, 4))
+    for backend in backends:
+        median, best = _points(measured, backend, "tpot_ms_median"), _points(measured, backend, "tpot_ms_best")
+        concs = sorted(median)
+        ax_tpot.errorbar(concs, [median[c] for c in concs], fmt="o-", label=backend, capsize=3,
+                         yerr=[[median[c] - best.get(c, median[c]) for c in concs], [0] * len(concs)])  # fmt: skip
+    floor = _points(measured, backends[0], "floor_tpot_ms")
+    if floor:
+        concs = sorted(floor)
+        ax_tpot.plot(concs, [floor[c] for c in concs], "k--", label=f"HBM floor ({routing})")
+    ax_tpot.set_ylabel("TPOT ms (median; bar down to best)")
+    base = _points(measured, baseline, "decode_tps_median")
+    for backend in backends:
+        if backend == baseline:
+            continue
+        mine = _points(measured, backend, "decode_tps_median")
+        concs = sorted(set(mine) & set(base))
+        ax_ratio.plot(concs, [mine[c] / base[c] for c in concs], "o-", label=f"{backend} ÷ {baseline}")
+    ax_ratio.axhline(1.0, color="grey", linewidth=1)
+    ax_ratio.set_ylabel("decode tok/s ÷ baseline (medians, one run)")
+    model = measured[0]["model"]
+    for ax in (ax_tpot, ax_ratio):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("concurrent requests")
+        ax.legend(fontsize=8)
+    fig.suptitle(f"{model}, {short} in / {measured[0]['output_len']} out, routing {routing}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.e2e.floor_plot", description=__doc__.splitlines()[0])
+    parser.add_argument("csv", type=Path, help="a harness run's h200_e2e.csv")
+    parser.add_argument("--baseline", default="triton", help="the backend the others are divided by")
+    parser.add_argument("--png", type=Path, required=True)
+    args = parser.parse_args(argv)
+    try:
+        plot(read_csv(args.csv), args.baseline, args.png)
+    except ValueError as exc:
+        parser.error(str(exc))
+    print(f"floor_plot: wrote {args.png}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
