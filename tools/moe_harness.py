@@ -24,8 +24,13 @@ import torch
 from kernels.config_files import TILE_KEYS, Tile, lookup, read_config_file
 from kernels.shapes import KernelShape
 from tools.measure import graph_us
+from tools.routing_weights import hot_expert_weights
 
 L2_BYTES = 50 * 1024 * 1024
+# How the tokens of a timed batch pick their experts: "uniform" (vLLM's tuner's: top-k of uniform scores), "shared"
+# (every token on the first token's experts: the collapsed extreme of dummy weights), "hot" (tools/routing_weights.py:
+# half of the mass on a few hot experts, as trained routers are uneven)
+ROUTINGS = ("uniform", "shared", "hot")
 
 
 def vllm_fused_moe() -> Any:
@@ -59,16 +64,20 @@ def incumbent_tile(shape: KernelShape, m: int, shipped: dict[int, Tile] | None) 
     return dict(lookup(shipped, m)) if shipped else vllm_default_tile(shape, m)
 
 
-def expected_active_experts(shape: KernelShape, m: int) -> float:
-    """Distinct experts hit by M tokens × topk uniform routes (without replacement per token)."""
-    p_miss = (1 - shape.topk / shape.e) ** m
-    return shape.e * (1 - p_miss)
+def expected_active_experts(shape: KernelShape, m: int, routing: str = "uniform") -> float:
+    """Distinct experts hit by M tokens × topk routes (without replacement per token). "hot": each expert's chance
+    per token taken as min(1, top-k × its weight), close to the sampler's (0.44 against 0.5 for a hot Qwen3 expert)."""
+    if routing == "shared":
+        m = 1
+    if routing != "hot":
+        return shape.e * (1 - (1 - shape.topk / shape.e) ** m)
+    return sum(1 - (1 - min(1.0, shape.topk * w)) ** m for w in hot_expert_weights(shape.e, shape.topk))
 
 
-def rotations(shape: KernelShape, m: int, shared: bool = False) -> int:
-    """Calls per graph: enough distinct routings that ≥3× L2 of expert weights is touched per replay (``shared``:
-    every token on the same experts, so a routing touches what one token does)."""
-    touched = expected_active_experts(shape, 1 if shared else m) * shape.weight_bytes_per_expert()
+def rotations(shape: KernelShape, m: int, routing: str = "uniform") -> int:
+    """Calls per graph: enough distinct routings that ≥3× L2 of expert weights is touched per replay (a "shared"
+    routing touches what one token does)."""
+    touched = expected_active_experts(shape, m, routing) * shape.weight_bytes_per_expert()
     return max(4, min(16, math.ceil(3 * L2_BYTES / max(touched, 1))))
 
 
@@ -115,17 +124,23 @@ def random_scales(shape: KernelShape, device: str = "cuda") -> dict[str, Any]:
 
 
 def random_routings(
-    shape: KernelShape, m: int, count: int, seed: int = 1, device: str = "cuda", shared: bool = False
+    shape: KernelShape, m: int, count: int, seed: int = 1, device: str = "cuda", routing: str = "uniform"
 ) -> Batch:
-    """``count`` (hidden (M,H) bf16, topk_weights (M,k) f32, topk_ids (M,k) int32) uniform routings; ``shared``:
-    every token of a routing picks the first token's experts (the other extreme of what a served batch does)."""
+    """``count`` (hidden (M,H) bf16, topk_weights (M,k) f32, topk_ids (M,k) int32) routings of one kind (ROUTINGS):
+    uniform; shared (every token picks the first token's experts); hot (top-k by Gumbel keys on the hot weights)."""
+    if routing not in ROUTINGS:
+        raise ValueError(f"routing={routing!r}; accepted: {', '.join(ROUTINGS)}")
     s = shape
     gen = torch.Generator(device=device).manual_seed(seed)
+    log_weights = torch.tensor(hot_expert_weights(s.e, s.topk), device=device).log()
     out = []
     for _ in range(count):
         x = torch.randn(m, s.h, device=device, dtype=torch.bfloat16, generator=gen)
-        ids = torch.rand(m, s.e, device=device, generator=gen).topk(s.topk, dim=1).indices.to(torch.int32)
-        if shared:
+        scores = torch.rand(m, s.e, device=device, generator=gen)
+        if routing == "hot":
+            scores = log_weights - torch.log(-torch.log(scores.clamp(min=1e-20)))
+        ids = scores.topk(s.topk, dim=1).indices.to(torch.int32)
+        if routing == "shared":
             ids = ids[:1].expand(m, -1)
         w = torch.rand(m, s.topk, device=device, generator=gen)
         out.append((x, (w / w.sum(dim=1, keepdim=True)).contiguous(), ids.contiguous()))
@@ -149,8 +164,8 @@ class PlainMoEProblem:
         self.w1, self.w2 = random_weights(self.shape, self.device)  # (E, N1, H), (E, H, N) fp8
         self.scales = random_scales(self.shape, self.device)
 
-    def inputs(self, m: int, count: int, seed: int = 1, shared: bool = False) -> Batch:
-        return random_routings(self.shape, m, count, seed, self.device, shared=shared)
+    def inputs(self, m: int, count: int, seed: int = 1, routing: str = "uniform") -> Batch:
+        return random_routings(self.shape, m, count, seed, self.device, routing=routing)
 
 
 @dataclass
@@ -204,10 +219,10 @@ def forced_tile(tile: Tile | None):
 class GraphTimer:
     """Times ``fused_experts`` for one (problem, M) with a given tile; see the module docstring."""
 
-    def __init__(self, problem: MoEProblem, m: int, shared: bool = False) -> None:
-        """``shared``: every token of a routing on the same experts (random_routings)."""
+    def __init__(self, problem: MoEProblem, m: int, routing: str = "uniform") -> None:
+        """``routing``: how the batch's tokens pick experts (ROUTINGS, random_routings)."""
         self.problem, self.m = problem, m
-        self.batch = problem.inputs(m, rotations(problem.shape, m, shared), shared=shared)
+        self.batch = problem.inputs(m, rotations(problem.shape, m, routing), routing=routing)
 
     def measure(self, tile: Tile | None, batches: int = 3) -> float:
         """Median µs per fused_experts call over ``batches`` timed batches of graph replays; the tile is forced

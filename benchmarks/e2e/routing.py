@@ -10,7 +10,8 @@ routings a row can run under:
 - `uniform_random` (the default): vLLM's own strategy, top-k of uniform random scores (every expert equally likely);
 - `hot_experts`: ours (`benchmarks/e2e/routing_plugin.py`, registered with vLLM's simulator by a lab-only plugin):
   `HOT_SHARE` of the routing mass on the first `hot_count(E, k)` experts, the rest spread over the others, sampled
-  without replacement (Gumbel top-k): trained routers are uneven, and this shows how much that matters;
+  without replacement (Gumbel top-k; the weights live in tools/routing_weights.py, which the kernel bench shares):
+  trained routers are uneven, and this shows how much that matters;
 - `dummy`: the dummy weights' own routing (the simulator off), a labelled control only, never a published figure.
 
 `expected_experts_touched` is what a decode step must read: the experts a batch of `tokens` touches per MoE layer.
@@ -22,6 +23,8 @@ import math
 import random
 from functools import cache
 
+from tools.routing_weights import HOT_SHARE, hot_count, hot_expert_weights
+
 STRATEGY_ENV = "VLLM_MOE_ROUTING_SIMULATION_STRATEGY"
 DEFAULT_ROUTING = "uniform_random"
 CONTROL_ROUTING = "dummy"
@@ -31,9 +34,7 @@ ROUTINGS: dict[str, str] = {
     "dummy": "the dummy weights' own router (collapsed: a control, not published)",
 }
 SIMULATED = frozenset(ROUTINGS) - {CONTROL_ROUTING}
-
-HOT_SHARE = 0.5  # the share of the routing mass the hot experts carry
-HOT_FRACTION = 1 / 16  # hot experts per MoE layer, as a share of its experts (8 of 128), at least top-k
+__all__ = ["HOT_SHARE", "check_routing", "expected_experts_touched", "hot_count", "hot_expert_weights", "routing_env"]
 
 
 def check_routing(name: str) -> str:
@@ -49,20 +50,6 @@ def routing_env(name: str) -> tuple[dict[str, str], tuple[str, ...]]:
     if name == CONTROL_ROUTING:
         return {}, (STRATEGY_ENV,)
     return {STRATEGY_ENV: name}, ()
-
-
-def hot_count(num_experts: int, top_k: int) -> int:
-    """How many experts are hot: HOT_FRACTION of them, at least top_k and fewer than all of them where possible."""
-    return min(max(top_k, round(num_experts * HOT_FRACTION)), max(num_experts - 1, 1))
-
-
-def hot_expert_weights(num_experts: int, top_k: int) -> list[float]:
-    """The sampling weight of each expert under `hot_experts` (they sum to 1)."""
-    hot = hot_count(num_experts, top_k)
-    cold = num_experts - hot
-    if cold == 0:
-        return [1 / num_experts] * num_experts
-    return [HOT_SHARE / hot] * hot + [(1 - HOT_SHARE) / cold] * cold
 
 
 @cache

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchmarks.e2e.routing import hot_expert_weights
+from tools.routing_weights import hot_expert_weights
 
 STRATEGY = "hot_experts"
 

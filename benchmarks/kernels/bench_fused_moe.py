@@ -12,7 +12,10 @@ Per shape and M = 1..256, one CSV row (benchmarks/results/kernels/h200_fused_moe
                when it holds files), empty when vLLM is not importable,
   ours_shared_us, vllm_shared_us  the same two at 1 < M ≤ SHARED_MAX_M with every token of a routing on the same
                experts (a served batch's tokens can share experts: vLLM's kernel reads each touched expert once,
-               ours once per token; benchmarks.kernels.dispatch_table takes the worse of the two routings),
+               ours once per token),
+  ours_hot_us, vllm_hot_us  the same two at 1 < M ≤ SHARED_MAX_M with the hot routing of tools/routing_weights.py
+               (half of the mass on a few experts, as trained routers are uneven); benchmarks.kernels.dispatch_table
+               takes the worse of uniform and hot where these columns exist, else of uniform and shared,
   ours_pair_us, ours_scan_us, ours_pair_shared_us, ours_scan_shared_us  at 1 < M ≤ SHARED_MAX_M: the default
                config sized for each side of the PAIR/SCAN switch, both routings (the data for a per-shape
                crossover; the default's own mode repeats ours_us / ours_shared_us),
@@ -52,7 +55,8 @@ BENCH_M = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 SHARED_MAX_M = 16  # the shared-routing columns: where our kernel can win at all (it loses from M ≈ 16 uniformly)
 COLUMNS = (
     "shape", "M", "ours_us", "ours_best_us", "ours_pdl_us", "ours_nopdl_us", "ours_bm16_us", "vllm_us",
-    "ours_shared_us", "vllm_shared_us", "ours_pair_us", "ours_scan_us", "ours_pair_shared_us", "ours_scan_shared_us",
+    "ours_shared_us", "vllm_shared_us", "ours_hot_us", "vllm_hot_us", "ours_pair_us", "ours_scan_us",
+    "ours_pair_shared_us", "ours_scan_shared_us",
     "baseline_us",
     "roofline_us", "speedup_vs_vllm",
     "pct_floor_ours", "pct_floor_vllm", "mode", "best_cfg", "rel_err_vs_vllm", "distinct_experts", "hbm_read_gbs",
@@ -146,13 +150,15 @@ def bench_shape(key: str, ms: tuple[int, ...], bw: float, have_vllm: bool, sweep
             except Exception as exc:
                 print(f"[{key} M={m}] vLLM failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         if 1 < m <= SHARED_MAX_M:
-            shared = problem.inputs(m, moe_harness.rotations(s, m, shared=True), shared=True)
-            try:
-                row["ours_shared_us"] = ours(batch=shared)
-                if have_vllm:
-                    row["vllm_shared_us"] = moe_harness.GraphTimer(problem, m, shared=True).measure(None)
-            except Exception as exc:
-                print(f"[{key} M={m}] shared routing failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            shared = problem.inputs(m, moe_harness.rotations(s, m, "shared"), routing="shared")
+            for routing, routed in (("shared", shared), ("hot", None)):
+                try:
+                    routed = routed or problem.inputs(m, moe_harness.rotations(s, m, routing), routing=routing)
+                    row[f"ours_{routing}_us"] = ours(batch=routed)
+                    if have_vllm:
+                        row[f"vllm_{routing}_us"] = moe_harness.GraphTimer(problem, m, routing).measure(None)
+                except Exception as exc:
+                    print(f"[{key} M={m}] {routing} routing failed: {type(exc).__name__}: {exc}", file=sys.stderr)
             for mode, pair in (("pair", True), ("scan", False)):
                 forced = default_config(m, s.e, s.topk, s.h, s.n, block_k=block_k, pair_mode=pair)
                 for suffix, routing in (("", batch), ("_shared", shared)):

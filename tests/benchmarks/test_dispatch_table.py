@@ -121,3 +121,23 @@ def test_the_margin_alone_can_keep_vllms_kernel(tmp_path: Path) -> None:
     path = _write_csv(tmp_path / "margin.csv", rows)
     assert build_table(path, 1.03)["rows"][0]["token_ranges"] == [[1, 1]]
     assert build_table(path, 1.0)["rows"][0]["token_ranges"] == [[1, 2]]
+
+
+@pytest.mark.parametrize(("vllm_hot_us", "ranges"), [(57.0, [[1, 1], [8, 8]]), (50.0, [[1, 1]])])
+def test_measured_hot_routing_replaces_the_collapsed_case(tmp_path: Path, vllm_hot_us: float, ranges: list) -> None:
+    # Qwen3 M = 8 of the committed CSV: 1.08x uniform and 0.54x all-shared (the dummy weights' collapsed routing).
+    # With the hot-routing columns (issue 31) the all-shared time no longer decides: M = 8 is ours when it also wins
+    # under a few hot experts (57.0 / 54.88 = 1.039), vLLM's when it does not (50.0 / 54.88 = 0.911)
+    rows = [r for r in csv.DictReader(DEFAULT_CSV.open()) if r["shape"] == "qwen3-30b-a3b:tp1"]
+    for row in rows:
+        row["ours_hot_us"], row["vllm_hot_us"] = ("54.88", str(vllm_hot_us)) if row["M"] == "8" else ("", "")
+    at8_csv = next(r for r in rows if r["M"] == "8")
+    assert float(at8_csv["vllm_shared_us"]) / float(at8_csv["ours_shared_us"]) < 0.6
+    table = build_table(_write_csv(tmp_path / "hot.csv", rows), 1.03)
+    (row,) = table["rows"]
+    assert row["token_ranges"] == ranges
+    at8 = next(m for m in row["measured"] if m["m"] == 8)
+    assert at8["speedup_if_hot"] == round(vllm_hot_us / 54.88, 3) and at8["speedup_if_shared"] < 0.6
+    # an M whose hot time was not measured never gets our kernel, and the table says which rule made it
+    assert all(m["speedup_if_hot"] == 0.0 for m in row["measured"] if m["m"] not in (1, 8))
+    assert "a few hot experts per layer" in table["about"]
