@@ -5,7 +5,7 @@
 #
 # usage (repo root, on the GPU host):  bash benchmarks/device/e2e.sh [PHASE]
 #   PHASE  qwen (default) | qwen-start | qwen-plugin | qwen-attention | plugin-logits | engine-check | routing |
-#          nemotron | nemotron-diag |
+#          routing-cost | nemotron | nemotron-diag |
 #          mixtral | control |
 #          fi-diag | all   (see benchmarks/e2e/README.md)
 #          8 x H200 (issue 16; benchmarks/README.md, "8 GPUs of one host"): x8-qwen235-tp8 | x8-qwen235-tp8-start |
@@ -33,6 +33,8 @@
 #                    (default: vLLM's simulator; dummy weights otherwise send a batch's sequences to the same few
 #                    experts), hot_experts (skewed, the lab's plugin) or dummy (the weights' own collapsed routing, a
 #                    labelled control only)
+#          CONC      (routing) the concurrencies, default 1,2,4,8,16,32,64,128
+#          MODEL     (routing-cost) the bundled model, default qwen3-30b-a3b-fp8-static
 #          DRY_RUN=1 plan only: the harness prints each row's server argv and environment (--dry-run), no bake,
 #                    no GPU needed (tests/benchmarks/test_e2e_phases.py runs every x8 phase this way)
 # Every engine runs in its own subprocess with its own timeout; the harness writes what it has after each
@@ -123,6 +125,12 @@ case "$PHASE" in
              # gives. The second engine reads the first's Triton kernels: its start is not a cold one
              ARGS=(--models qwen3-30b-a3b-fp8-static --backends plan,triton --conc "${CONC:-1,2,4,8,16,32,64,128}"
                    --long-conc 1 --share-triton-cache) ;;
+  routing-cost) # issue 31: what the routing simulator itself costs the engine, per model family (MODEL): the plan at one
+             # request, where every routing touches top-k experts per layer, under dummy (the model's own router),
+             # uniform_random and hot_experts, one run each in its own folder, 5 repetitions; a difference at 1 is the
+             # strategy's own cost (the 4096-token row too). Later engines read the first's Triton kernels
+             ARGS=(--models "${MODEL:-qwen3-30b-a3b-fp8-static}" --backends plan --conc 1 --long-conc 1 --reps 5
+                   --share-triton-cache) ;;
   qwen-attention) # issue 15 item 5: the plan (our kernel included) with another attention backend, as a user sets it
              # (option.attention_backend, validated against vLLM's list like every engine option); the default (FA3
              # on the H200) is qwen-plugin's plan row of the same run. One harness run per backend in ATTN_BACKENDS
@@ -157,6 +165,7 @@ case "$PHASE" in
                    --warm-restart triton) ;;
   x8-*)      ARGS=() ;;  # below
   *) echo "e2e.sh: unknown phase '$PHASE'; accepted: qwen qwen-start qwen-plugin qwen-attention plugin-logits engine-check routing" \
+          "routing-cost" \
           "nemotron nemotron-diag mixtral" \
           "control fi-diag all x8-..." >&2
      exit 2 ;;
@@ -231,6 +240,8 @@ if [ "$PHASE" = qwen-attention ]; then
 elif [ "$PHASE" = nemotron-diag ]; then
   VARIANTS=("no-prefix-caching=enable_prefix_caching=false;cudagraph_metrics=true"
             "prefix-caching=cudagraph_metrics=true")
+elif [ "$PHASE" = routing-cost ]; then  # "routing=X" is the harness's --routing, not an LMI option
+  VARIANTS=("dummy=routing=dummy" "uniform_random=routing=uniform_random" "hot_experts=routing=hot_experts")
 fi
 if ((${#VARIANTS[@]} > 0)); then
   rc=0 runs_left=${#VARIANTS[@]}
@@ -240,7 +251,9 @@ if ((${#VARIANTS[@]} > 0)); then
     runs_left=$((runs_left - 1))
     extra=()
     IFS=';' read -ra options <<<"$option"
-    for one in "${options[@]}"; do extra+=(--option "$one"); done
+    for one in "${options[@]}"; do
+      if [[ $one == routing=* ]]; then extra+=(--routing "${one#routing=}"); else extra+=(--option "$one"); fi
+    done
     mkdir -p "$OUT/$name"
     python3 -m benchmarks.e2e run "${COMMON[@]}" --out-dir "$OUT/$name" --budget-s "$share" "${ARGS[@]}" \
       "${extra[@]}" "${DRY[@]}" 2>&1 | tee -a "$LOG"

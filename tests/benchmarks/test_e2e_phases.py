@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.e2e.routing import ROUTINGS
 from tests.conftest_paths import REPO
 
 E2E = REPO / "benchmarks" / "device" / "e2e.sh"
@@ -148,6 +149,15 @@ def test_every_phase_routes_with_the_simulator_unless_told_dummy_and_refuses_an_
     routing = _phase(tmp_path, "routing", gpus=1, ROUTING="hot_experts", CONC="1,128")
     assert routing.returncode == 0, routing.stdout[-3000:]
     assert "e2e plan: 3 workloads" in routing.stdout and routing.stdout.count(ROUTING_LINE + "hot_experts") == 2
+    cost = _phase(tmp_path / "cost", "routing-cost", gpus=1, MODEL="mixtral-8x7b-fp8-static")
+    assert cost.returncode == 0, cost.stdout[-3000:]
+    # one run per routing, each in its own folder, the plan of the model asked for at one request only
+    assert [line for line in cost.stdout.splitlines() if line.startswith("e2e: routing: ")] == [
+        f"e2e: routing: {name} ({ROUTINGS[name]})" for name in ("dummy", "uniform_random", "hot_experts")
+    ]
+    assert cost.stdout.count("mixtral-8x7b-fp8-static tp1 plan (no --option):") == 3  # routing is not an LMI option
+    assert sorted(p.name for p in (tmp_path / "cost" / "o").iterdir()) == ["dummy", "e2e_console.log", "hot_experts",
+                                                                   "uniform_random"]  # fmt: skip
     bogus = _phase(tmp_path, "engine-check", gpus=1, ROUTING="hot")
     assert bogus.returncode == 2
     refusal = "--routing: 'hot' is not a routing; accepted: uniform_random, hot_experts, dummy"
