@@ -121,6 +121,11 @@ step() {  # step QUEUE NAME MIN_S MAX_S WORK_DIR COMMAND: run COMMAND if MIN_S a
     echo "gpu processes: $(gpu_processes)"
     echo "command: $command"
   } >"$dir/console.log"
+  # the three files exist before their samplers start: a step shorter than a sampler's first line (its subshell
+  # start, nvidia-smi's probe) still leaves them, empty (a loaded CI machine lost gpu_clocks.csv that way)
+  : >"$dir/gpu_clocks.csv"
+  : >"$dir/host_cpu.csv"
+  : >"$dir/cpu_probe.csv"
   sample_gpu_clocks "$dir/gpu_clocks.csv" &
   samplers+=($!)
   sample_host_cpu "$dir/host_cpu.csv" &
