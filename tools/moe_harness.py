@@ -24,7 +24,7 @@ import torch
 from kernels.config_files import TILE_KEYS, Tile, lookup, read_config_file
 from kernels.shapes import KernelShape
 from tools.measure import graph_us
-from tools.routing_weights import hot_expert_weights
+from tools.routing_weights import hot_expert_weights, hot_experts_touched, uniform_experts_touched
 
 L2_BYTES = 50 * 1024 * 1024
 # How the tokens of a timed batch pick their experts: "uniform" (vLLM's tuner's: top-k of uniform scores), "shared"
@@ -65,13 +65,10 @@ def incumbent_tile(shape: KernelShape, m: int, shipped: dict[int, Tile] | None) 
 
 
 def expected_active_experts(shape: KernelShape, m: int, routing: str = "uniform") -> float:
-    """Distinct experts hit by M tokens × topk routes (without replacement per token). "hot": each expert's chance
-    per token taken as min(1, top-k × its weight), close to the sampler's (0.44 against 0.5 for a hot Qwen3 expert)."""
-    if routing == "shared":
-        m = 1
-    if routing != "hot":
-        return shape.e * (1 - (1 - shape.topk / shape.e) ** m)
-    return sum(1 - (1 - min(1.0, shape.topk * w)) ** m for w in hot_expert_weights(shape.e, shape.topk))
+    """Distinct experts hit by M tokens × topk routes (without replacement per token; "shared": what one token hits)."""
+    if routing == "hot":
+        return hot_experts_touched(shape.e, shape.topk, m)
+    return uniform_experts_touched(shape.e, shape.topk, 1 if routing == "shared" else m)
 
 
 def rotations(shape: KernelShape, m: int, routing: str = "uniform") -> int:

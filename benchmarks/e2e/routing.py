@@ -19,11 +19,13 @@ routings a row can run under:
 
 from __future__ import annotations
 
-import math
-import random
-from functools import cache
-
-from tools.routing_weights import HOT_SHARE, hot_count, hot_expert_weights
+from tools.routing_weights import (
+    HOT_SHARE,
+    hot_count,
+    hot_expert_weights,
+    hot_experts_touched,
+    uniform_experts_touched,
+)
 
 STRATEGY_ENV = "VLLM_MOE_ROUTING_SIMULATION_STRATEGY"
 DEFAULT_ROUTING = "uniform_random"
@@ -33,7 +35,6 @@ ROUTINGS: dict[str, str] = {
     "hot_experts": "our simulator strategy: half the routing mass on a few hot experts",
     "dummy": "the dummy weights' own router (collapsed: a control, not published)",
 }
-SIMULATED = frozenset(ROUTINGS) - {CONTROL_ROUTING}
 __all__ = ["HOT_SHARE", "check_routing", "expected_experts_touched", "hot_count", "hot_expert_weights", "routing_env"]
 
 
@@ -52,20 +53,6 @@ def routing_env(name: str) -> tuple[dict[str, str], tuple[str, ...]]:
     return {STRATEGY_ENV: name}, ()
 
 
-@cache
-def _inclusion_probabilities(num_experts: int, top_k: int, trials: int = 20_000) -> tuple[float, ...]:
-    """Per expert, the chance one token's top-k under `hot_experts` includes it (Gumbel top-k, seeded Monte Carlo:
-    the same numbers on every machine)."""
-    rng = random.Random(0)
-    logs = [math.log(w) for w in hot_expert_weights(num_experts, top_k)]
-    counts = [0] * num_experts
-    for _ in range(trials):
-        keys = [lw - math.log(-math.log(rng.random() or 1e-300)) for lw in logs]
-        for i in sorted(range(num_experts), key=keys.__getitem__, reverse=True)[:top_k]:
-            counts[i] += 1
-    return tuple(c / trials for c in counts)
-
-
 def expected_experts_touched(routing: str, num_experts: int, top_k: int, tokens: int) -> float:
     """Expected distinct experts of one MoE layer that `tokens` tokens (each picking top_k) touch.
 
@@ -76,5 +63,5 @@ def expected_experts_touched(routing: str, num_experts: int, top_k: int, tokens:
     if routing == CONTROL_ROUTING:
         return float(top_k)
     if routing == "uniform_random":
-        return num_experts * (1 - (1 - top_k / num_experts) ** tokens)
-    return sum(1 - (1 - p) ** tokens for p in _inclusion_probabilities(num_experts, top_k))
+        return uniform_experts_touched(num_experts, top_k, tokens)
+    return hot_experts_touched(num_experts, top_k, tokens)

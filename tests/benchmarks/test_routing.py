@@ -13,6 +13,7 @@ from benchmarks.e2e import backends as be
 from benchmarks.e2e import routing, routing_plugin, runner
 from benchmarks.e2e.logparse import parse_engine_log
 from benchmarks.e2e.run_args import parse_run_args
+from tools.routing_weights import hot_inclusion_probabilities
 
 
 def test_an_unknown_routing_is_refused_with_what_is_accepted() -> None:
@@ -80,7 +81,7 @@ def test_the_plugin_registers_hot_experts_with_vllms_simulator_and_routes_as_the
     assert all(len(set(row)) == top_k for row in ids.tolist())  # top-k distinct experts per token
     picks = Counter(ids.flatten().tolist())
     measured = [picks[i] / tokens for i in range(experts)]
-    expected = routing._inclusion_probabilities(experts, top_k)
+    expected = hot_inclusion_probabilities(experts, top_k)
     # the plugin's sampler and the floor's Monte Carlo agree on each expert's chance to be picked
     assert max(abs(m - e) for m, e in zip(measured[:8], expected[:8], strict=True)) < 0.03
     assert math.isclose(sum(measured[:8]) / top_k, sum(expected[:8]) / top_k, abs_tol=0.01)
