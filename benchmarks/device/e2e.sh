@@ -34,7 +34,9 @@
 #                    experts), hot_experts (skewed, the lab's plugin) or dummy (the weights' own collapsed routing, a
 #                    labelled control only)
 #          CONC      (routing) the concurrencies, default 1,2,4,8,16,32,64,128
-#          MODEL     (routing-cost) the bundled model, default qwen3-30b-a3b-fp8-static
+#          MODEL     (routing, routing-cost) the bundled model, default qwen3-30b-a3b-fp8-static
+#          LONG_CONC (routing) the concurrencies of the 4096-token row, default 1; 0: no such row
+#          ROUTINGS  (routing-cost) the routings compared, space-separated, default "dummy uniform_random hot_experts"
 #          DRY_RUN=1 plan only: the harness prints each row's server argv and environment (--dry-run), no bake,
 #                    no GPU needed (tests/benchmarks/test_e2e_phases.py runs every x8 phase this way)
 # Every engine runs in its own subprocess with its own timeout; the harness writes what it has after each
@@ -121,10 +123,12 @@ case "$PHASE" in
              ARGS=(--models qwen3-30b-a3b-fp8-static --backends "${ENGINE_CHECK_BACKENDS:-plan,triton}"
                    --conc 1,64 --long-input-len 0) ;;
   routing)  # issue 31: the served plan against LMI-equivalent (triton on vLLM's tiles) under ROUTING, concurrency 1 to 128
-             # (CONC) and the 4096-token row, each row against its HBM floor; auto stays out for the reason engine-check
-             # gives. The second engine reads the first's Triton kernels: its start is not a cold one
-             ARGS=(--models qwen3-30b-a3b-fp8-static --backends plan,triton --conc "${CONC:-1,2,4,8,16,32,64,128}"
-                   --long-conc 1 --share-triton-cache) ;;
+             # (CONC) and the 4096-token row (LONG_CONC; 0: none), each row against its HBM floor, for one bundled model
+             # (MODEL); auto stays out for the reason engine-check gives. The second engine reads the first's Triton
+             # kernels: its start is not a cold one
+             ARGS=(--models "${MODEL:-qwen3-30b-a3b-fp8-static}" --backends plan,triton
+                   --conc "${CONC:-1,2,4,8,16,32,64,128}" --share-triton-cache)
+             if [ "${LONG_CONC:-1}" = 0 ]; then ARGS+=(--long-input-len 0); else ARGS+=(--long-conc "${LONG_CONC:-1}"); fi ;;
   routing-cost) # issue 31: what the routing simulator itself costs the engine, per model family (MODEL): the plan at one
              # request, where every routing touches top-k experts per layer, under dummy (the model's own router),
              # uniform_random and hot_experts, one run each in its own folder, 5 repetitions; a difference at 1 is the
@@ -241,7 +245,7 @@ elif [ "$PHASE" = nemotron-diag ]; then
   VARIANTS=("no-prefix-caching=enable_prefix_caching=false;cudagraph_metrics=true"
             "prefix-caching=cudagraph_metrics=true")
 elif [ "$PHASE" = routing-cost ]; then  # "routing=X" is the harness's --routing, not an LMI option
-  VARIANTS=("dummy=routing=dummy" "uniform_random=routing=uniform_random" "hot_experts=routing=hot_experts")
+  for routing in ${ROUTINGS:-dummy uniform_random hot_experts}; do VARIANTS+=("$routing=routing=$routing"); done
 fi
 if ((${#VARIANTS[@]} > 0)); then
   rc=0 runs_left=${#VARIANTS[@]}
