@@ -73,9 +73,10 @@ def shipped_us(row: dict[str, str], shape: KernelShape, has_nopdl_column: bool) 
     return _number(row, "ours_pdl_us" if pdl else "ours_us")
 
 
-def _hot_speedup(row: dict[str, str]) -> float:
+def _hot_speedup(row: dict[str, str]) -> float | None:
+    """vLLM's time over ours with a few hot experts; None where the bench did not time it (above its SHARED_MAX_M)."""
     ours_hot, vllm_hot = _number(row, "ours_hot_us"), _number(row, "vllm_hot_us")
-    return vllm_hot / ours_hot if ours_hot is not None and vllm_hot is not None else 0.0  # unmeasured: no win
+    return vllm_hot / ours_hot if ours_hot is not None and vllm_hot is not None else None
 
 
 def _shared_speedup(row: dict[str, str], ours: float, vllm_m1: float | None) -> float:
@@ -123,11 +124,12 @@ def build_table(csv_path: Path, min_speedup: float) -> dict[str, Any]:
             shared = speedup if m == 1 else _shared_speedup(row, ours, vllm_m1)
             entry = {"m": m, "ours_us": round(ours, 2), "vllm_us": round(vllm, 2), "speedup": round(speedup, 3),
                      "speedup_if_shared": round(shared, 3)}  # fmt: skip
-            second = shared  # the routing besides uniform that M must also win under
+            second: float | None = shared  # the routing besides uniform that M must also win under
             if has_hot:
                 second = speedup if m == 1 else _hot_speedup(row)
-                entry["speedup_if_hot"] = round(second, 3)
-            wins.append((m, speedup >= min_speedup and second >= min_speedup))
+                if second is not None:  # unmeasured: no entry, and no win (the table never guesses a routing)
+                    entry["speedup_if_hot"] = round(second, 3)
+            wins.append((m, speedup >= min_speedup and second is not None and second >= min_speedup))
             measured.append(entry)
         rows.append({
             "shape": key,

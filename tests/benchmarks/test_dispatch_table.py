@@ -13,8 +13,10 @@ from benchmarks.paths import KERNEL_RESULTS
 from kernels.dispatch import DISPATCH_FILE, DispatchTable
 
 # The 2026-11-30 run: before the PDL rule and without the shared-routing columns, so it exercises the paths a CSV
-# of that kind takes (the PDL column, vLLM's M = 1 time as the floor); DEFAULT_CSV (2026-12-01d) has both columns.
+# of that kind takes (the PDL column, vLLM's M = 1 time as the floor). The 2026-12-01d run (vLLM 0.26) has both
+# columns but no hot-routing ones: the all-shared rule. DEFAULT_CSV (2026-12-04, vLLM 0.32) adds the hot columns.
 PRE_SHARED_CSV = KERNEL_RESULTS / "h200_fused_moe_2026-11-30b.csv"
+SHARED_CSV = KERNEL_RESULTS / "h200_fused_moe_2026-12-01d.csv"
 
 
 def test_the_committed_table_is_what_the_command_makes_from_the_committed_csv() -> None:
@@ -75,8 +77,8 @@ def test_an_m_above_one_must_also_beat_vllms_time_at_m1_whatever_the_routing() -
     assert by_shape["nemotron-3-nano-30b-a3b:tp1"]["token_ranges"] == [[1, 1]]
 
 
-def test_the_shipped_table_reads_the_measured_shared_routing_of_the_committed_csv() -> None:
-    by_shape = {r["shape"]: r for r in build_table(DEFAULT_CSV, 1.03)["rows"]}
+def test_a_csv_without_hot_columns_keeps_the_measured_all_shared_rule() -> None:
+    by_shape = {r["shape"]: r for r in build_table(SHARED_CSV, 1.03)["rows"]}
     deepseek = {row["m"]: row for row in by_shape["deepseek-v3:tp8"]["measured"]}
     # DeepSeek-V3 TP8 M = 2: 1.04x uniform; its measured shared time (1.12x) passes where vLLM's M = 1 floor had not
     assert deepseek[2]["speedup"] > 1.03 and deepseek[2]["speedup_if_shared"] > 1.1
@@ -114,7 +116,7 @@ def test_measured_shared_routing_replaces_the_m1_floor(tmp_path: Path, vllm_shar
 
 def test_the_margin_alone_can_keep_vllms_kernel(tmp_path: Path) -> None:
     # M = 2 wins the shared test clearly, so only the uniform speedup (1.02x) against the 1.03 margin decides
-    maverick = [r for r in csv.DictReader(DEFAULT_CSV.open()) if r["shape"] == "llama-4-maverick:tp8"]
+    maverick = [r for r in csv.DictReader(SHARED_CSV.open()) if r["shape"] == "llama-4-maverick:tp8"]
     rows = [r for r in maverick if r["M"] in ("1", "2")]
     at2 = next(r for r in rows if r["M"] == "2")
     at2.update(ours_us="10.0", ours_pdl_us="10.0", vllm_us="10.2", ours_shared_us="10.0", vllm_shared_us="20.0")
@@ -125,10 +127,10 @@ def test_the_margin_alone_can_keep_vllms_kernel(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("vllm_hot_us", "ranges"), [(57.0, [[1, 1], [8, 8]]), (50.0, [[1, 1]])])
 def test_measured_hot_routing_replaces_the_collapsed_case(tmp_path: Path, vllm_hot_us: float, ranges: list) -> None:
-    # Qwen3 M = 8 of the committed CSV: 1.08x uniform and 0.54x all-shared (the dummy weights' collapsed routing).
+    # Qwen3 M = 8 of the 2026-12-01d CSV: 1.08x uniform and 0.54x all-shared (the dummy weights' collapsed routing).
     # With the hot-routing columns (issue 31) the all-shared time no longer decides: M = 8 is ours when it also wins
     # under a few hot experts (57.0 / 54.88 = 1.039), vLLM's when it does not (50.0 / 54.88 = 0.911)
-    rows = [r for r in csv.DictReader(DEFAULT_CSV.open()) if r["shape"] == "qwen3-30b-a3b:tp1"]
+    rows = [r for r in csv.DictReader(SHARED_CSV.open()) if r["shape"] == "qwen3-30b-a3b:tp1"]
     for row in rows:
         row["ours_hot_us"], row["vllm_hot_us"] = ("54.88", str(vllm_hot_us)) if row["M"] == "8" else ("", "")
     at8_csv = next(r for r in rows if r["M"] == "8")
@@ -139,5 +141,22 @@ def test_measured_hot_routing_replaces_the_collapsed_case(tmp_path: Path, vllm_h
     at8 = next(m for m in row["measured"] if m["m"] == 8)
     assert at8["speedup_if_hot"] == round(vllm_hot_us / 54.88, 3) and at8["speedup_if_shared"] < 0.6
     # an M whose hot time was not measured never gets our kernel, and the table says which rule made it
-    assert all(m["speedup_if_hot"] == 0.0 for m in row["measured"] if m["m"] not in (1, 8))
+    assert all("speedup_if_hot" not in m for m in row["measured"] if m["m"] not in (1, 8))
     assert "a few hot experts per layer" in table["about"]
+
+
+def test_the_shipped_table_takes_the_worse_of_uniform_and_hot_routing_of_the_committed_csv() -> None:
+    # The 2026-12-04 H200 run (vLLM 0.32, Triton 3.7.1) timed a few hot experts per layer at 1 < M <= 16
+    table = build_table(DEFAULT_CSV, 1.03)
+    by_shape = {r["shape"]: r for r in table["rows"]}
+    assert "a few hot experts per layer" in table["about"]
+    maverick = {row["m"]: row for row in by_shape["llama-4-maverick:tp8"]["measured"]}
+    # Maverick M = 4: 1.04x uniform and hot; the all-shared case (0.98x) no longer keeps it from our kernel
+    assert min(maverick[4]["speedup"], maverick[4]["speedup_if_hot"]) > 1.03 > maverick[4]["speedup_if_shared"]
+    assert by_shape["llama-4-maverick:tp8"]["token_ranges"] == [[1, 4]]
+    qwen = {row["m"]: row for row in by_shape["qwen3-30b-a3b:tp1"]["measured"]}
+    # Qwen3 M = 8: 1.06x uniform, but under 1.03 with hot experts: vLLM's kernel stays
+    assert qwen[8]["speedup"] > 1.03 > qwen[8]["speedup_if_hot"]
+    assert by_shape["qwen3-30b-a3b:tp1"]["token_ranges"] == [[1, 1]]
+    # the bench times hot routing up to M = 16 only: above it there is no hot entry, and no M above 16 is ours
+    assert all("speedup_if_hot" not in row for row in qwen.values() if row["m"] > 16)
