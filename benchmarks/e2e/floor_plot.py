@@ -3,7 +3,9 @@
     python -m benchmarks.e2e.floor_plot h200_e2e.csv --baseline triton --png routing.png
 
 Left: each backend's median TPOT (the bar spans best to median of its repetitions) above the floor its routing allows
-(dashed). Right: median decode tok/s of every other backend ÷ the baseline's, from the same run. Only the short
+(dashed). Right: median decode tok/s of every other backend ÷ the baseline's, from the same run, with a bar of ± the
+larger of the two rows' spreads; a filled marker is a ratio beyond both spreads and above 1 % (what the reports bold),
+a hollow one is not (a Nemotron run whose repetitions spread 20-50 % must not read as a 15 % loss). Only the short
 input's rows (the 4096-token row is one point and stays in the table); rows under the floor are left out.
 """
 
@@ -16,6 +18,13 @@ from typing import Any
 
 from benchmarks.e2e.floor_rows import BELOW_FLOOR
 from benchmarks.e2e.report import read_csv
+
+MIN_EFFECT = 0.01  # a ratio within 1 % of 1 is never called a difference, whatever the spreads
+
+
+def beyond_spreads(ratio: float, spread_pct: float, baseline_spread_pct: float) -> bool:
+    """Whether a ratio of medians differs from 1 by more than both rows' spreads ((max − min) ÷ median) and 1 %."""
+    return abs(ratio - 1.0) > max(spread_pct / 100, baseline_spread_pct / 100, MIN_EFFECT)
 
 
 def _points(rows: Sequence[dict[str, Any]], backend: str, column: str) -> dict[int, float]:
@@ -48,15 +57,23 @@ def plot(rows: Sequence[dict[str, Any]], baseline: str, path: Path) -> None:
         concs = sorted(floor)
         ax_tpot.plot(concs, [floor[c] for c in concs], "k--", label=f"HBM floor ({routing})")
     ax_tpot.set_ylabel("TPOT ms (median; bar down to best)")
-    base = _points(measured, baseline, "decode_tps_median")
+    base, base_spread = _points(measured, baseline, "decode_tps_median"), _points(measured, baseline, "spread_pct")
     for backend in backends:
         if backend == baseline:
             continue
-        mine = _points(measured, backend, "decode_tps_median")
+        mine, spread = _points(measured, backend, "decode_tps_median"), _points(measured, backend, "spread_pct")
         concs = sorted(set(mine) & set(base))
-        ax_ratio.plot(concs, [mine[c] / base[c] for c in concs], "o-", label=f"{backend} ÷ {baseline}")
+        ratios = [mine[c] / base[c] for c in concs]
+        widest = [max(spread.get(c, 0.0), base_spread.get(c, 0.0)) / 100 for c in concs]
+        line = ax_ratio.errorbar(concs, ratios, yerr=[r * w for r, w in zip(ratios, widest, strict=True)], fmt="-",
+                                 capsize=3, label=f"{backend} ÷ {baseline}")  # fmt: skip
+        colour = line[0].get_color()
+        for c, r in zip(concs, ratios, strict=True):
+            filled = beyond_spreads(r, spread.get(c, 0.0), base_spread.get(c, 0.0))
+            ax_ratio.plot([c], [r], "o", color=colour, markerfacecolor=colour if filled else "white")
     ax_ratio.axhline(1.0, color="grey", linewidth=1)
     ax_ratio.set_ylabel("decode tok/s ÷ baseline (medians, one run)")
+    ax_ratio.set_title("filled: beyond both spreads; bar: ± the larger spread", fontsize=8)
     model = measured[0]["model"]
     for ax in (ax_tpot, ax_ratio):
         ax.set_xscale("log", base=2)

@@ -85,3 +85,19 @@ def test_the_floor_plot_draws_a_run_and_refuses_a_baseline_it_lacks(tmp_path: Pa
     with pytest.raises(SystemExit) as exc:
         floor_plot.main([str(csv_path), "--baseline", "auto", "--png", str(png)])
     assert exc.value.code == 2
+
+
+@pytest.mark.parametrize(
+    ("ratio", "spreads", "beyond"),
+    [
+        (1.042, (0.2, 0.1), True),  # Qwen3 at 4 (2026-12-04): bold
+        (1.021, (0.2, 3.0), False),  # Qwen3 at 64: inside LMI-equivalent's 3 % spread
+        (0.844, (20.2, 0.4), False),  # Nemotron's plan at 128 (2026-12-04b): a 20 % spread, not a 16 % loss
+        (1.008, (0.1, 0.1), False),  # inside 1 %
+        (0.95, (1.0, 2.0), True),
+    ],
+)
+def test_a_ratio_is_called_a_difference_only_beyond_both_spreads(ratio: float, spreads: tuple, beyond: bool) -> None:
+    from benchmarks.e2e.floor_plot import beyond_spreads
+
+    assert beyond_spreads(ratio, *spreads) is beyond
