@@ -13,7 +13,7 @@ the same inputs always give the same plan and every case is a table row in the t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from entrypoint.config.moe import MoeBackend
@@ -27,17 +27,14 @@ from entrypoint.resolve.gpu_types import GpuInventory
 from entrypoint.resolve.moe_kernel import PLUGINS_ENV, KernelContext, choose_moe_kernel
 from entrypoint.resolve.plan import Plan, PlanModel, PlanQuantization
 from entrypoint.resolve.rules import RuleContext, first_matching_rule
-from entrypoint.resolve.tuned_configs import TunedConfigIndex, tuned_file_name
+from entrypoint.resolve.tuned_configs import TunedConfigIndex, tuned_config_env
 from entrypoint.resolve.vllm_caps import VllmCapabilities
 from entrypoint.resolve.warmup import warmup_env
 from entrypoint.utils.errors import ConfigError
 from kernels.dispatch import DispatchTable
-from kernels.shapes import moe_partition
 
 # vLLM imports it by this path (`--middleware`); tests/entrypoint/test_config_resolver.py imports it back.
 MIDDLEWARE = "entrypoint.lmi.middleware.LMIMiddleware"
-TUNED_FOLDER_ENV = "VLLM_TUNED_CONFIG_FOLDER"
-TUNED_TILES_DOC = "docs/results/tuned-tiles.md"  # what the baked tiles gain, and how they were tuned
 # Removed in vLLM 0.24 (setting them only logs "Unknown vLLM environment variable").
 LEGACY_FLASHINFER_ENV = (
     "VLLM_USE_FLASHINFER_MOE_FP8",
@@ -96,31 +93,6 @@ def _choose_backend(
         "vllm-auto",
         f"moe_backend: not passed; vLLM will pick {auto_backend}: {auto_why}",
     )
-
-
-def _tuned_config_env(
-    model: ModelDescription,
-    gpus: GpuInventory,
-    engine: EngineArgs,
-    tuned: TunedConfigIndex | None,
-    environ: Mapping[str, str],
-) -> tuple[dict[str, str], list[str]]:
-    if environ.get(TUNED_FOLDER_ENV):
-        return {}, [f"tuned configs: {TUNED_FOLDER_ENV} already set by the user, left as is"]
-    if tuned is None:
-        return {}, ["tuned configs: none baked in; vLLM uses its shipped or default tiles"]
-    moe, device = model.moe, gpus.primary
-    assert moe is not None and device is not None  # callers check is_moe and not is_cpu
-    experts, n = moe_partition(
-        moe.num_experts, moe.expert_intermediate_size, engine.tensor_parallel_size, engine.expert_parallel
-    )
-    dtype = "fp8_w8a8" if model.quantization.is_fp8 else None
-    name = tuned_file_name(experts, n, device.name, dtype, model.quantization.block_shape)
-    if name in tuned.names:
-        why = f"tuned configs: {name}: baked file matches ({TUNED_TILES_DOC})"
-    else:
-        why = f"tuned configs: {name}: no baked file for this shape (vLLM falls back)"
-    return {TUNED_FOLDER_ENV: tuned.folder}, [why]
 
 
 def _deep_gemm_forced(environ: Mapping[str, str]) -> str | None:
@@ -197,7 +169,7 @@ def resolve(
     caps: VllmCapabilities,
     *,
     environ: Mapping[str, str] | None = None,
-    tuned: TunedConfigIndex | None = None,
+    tuned: Sequence[TunedConfigIndex] = (),
     dispatch: DispatchTable | None = None,
     context_reasons: tuple[str, ...] = (),
     plugin_installed: bool | None = None,
@@ -223,7 +195,7 @@ def resolve(
     reasons += [choice.reason, *switch.reasons]
     env = dict(switch.env)
     if choice.effective == "triton" and model.quantization.is_fp8 and not gpus.is_cpu:
-        tuned_env, tuned_reasons = _tuned_config_env(kernels_model, gpus, engine, tuned, environ)
+        tuned_env, tuned_reasons = tuned_config_env(kernels_model, gpus, engine, tuned, environ)
         env.update(tuned_env)
         reasons += tuned_reasons
     deep_gemm = _deep_gemm_forced(environ)

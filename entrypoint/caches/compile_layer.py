@@ -23,9 +23,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from entrypoint.resolve.layer_files import LAYER_ENV
 from entrypoint.resolve.plan import Plan
+from entrypoint.resolve.tuned_configs import TUNED_FOLDER_ENV
 from entrypoint.utils.redact import is_secret_env, is_secret_flag
 from entrypoint.warmup import WARMUP_ENVS
+from kernels.dispatch import TABLE_ENV as DISPATCH_TABLE_ENV
 
 # The layer's folders and the variables that name their run-time place (the image sets all three under /tmp).
 CACHE_DIRS: dict[str, str] = {
@@ -35,7 +38,8 @@ CACHE_DIRS: dict[str, str] = {
 }
 MANIFEST = "manifest.json"
 START_TIME_DOC = "docs/results/start-time.md"  # what the baked caches save at start, measured
-LAYER_ENV = "MOE_BAKED_COMPILE_CACHE"  # where the image keeps the layer (docker/cache-layer.Dockerfile)
+# Variables naming files whose content, not place, decides what is compiled (plan_digest).
+CONTENT_ENV = frozenset({TUNED_FOLDER_ENV, DISPATCH_TABLE_ENV})
 # Arguments that do not change what is compiled: where the server listens.
 _NOT_COMPILED = {"--host", "--port"}
 
@@ -70,10 +74,27 @@ def compiled_args(plan: Plan) -> list[str]:
     return args
 
 
+def content_digest(path: str) -> str:
+    """What a file, or a folder's JSON files, hold: the same for a copy anywhere else."""
+    where = Path(path)
+    files = sorted(where.glob("*.json")) if where.is_dir() else [where] if where.is_file() else []
+    if not files:
+        return f"absent: {path}"
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(file.name.encode() + b"\0" + file.read_bytes() + b"\0")
+    return f"sha256: {digest.hexdigest()[:16]}"
+
+
 def plan_digest(plan: Plan) -> str:
     # the warm-up's variables change nothing that is compiled (and the bake turns the warm-up off: its own traffic is
-    # the same requests)
-    env = sorted((k, v) for k, v in plan.env.items() if not is_secret_env(k) and k not in WARMUP_ENVS)
+    # the same requests). The tuned tiles and the dispatch table count by what they hold, not where: a layer's own
+    # tuned files are read from the bake's output folder while baking and from the image's layer path at a start
+    env = sorted(
+        (k, content_digest(v) if k in CONTENT_ENV else v)
+        for k, v in plan.env.items()
+        if not is_secret_env(k) and k not in WARMUP_ENVS
+    )
     text = json.dumps({"args": compiled_args(plan), "env": env})
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -17,8 +17,9 @@ from entrypoint.model.describe import describe_model
 from entrypoint.model.sources import read_model_configs
 from entrypoint.moe_plugin import entry_point_installed
 from entrypoint.resolve.gpu import gpu_inventory
+from entrypoint.resolve.layer_files import layer_dispatch_table, layer_tuned_dir
 from entrypoint.resolve.plan import Plan
-from entrypoint.resolve.tuned_configs import TunedConfigIndex, default_config_dir
+from entrypoint.resolve.tuned_configs import ORIGIN_LAYER, TunedConfigIndex, default_config_dir
 from entrypoint.resolve.vllm_caps import detect_capabilities
 from entrypoint.utils.errors import ConfigError
 from kernels.dispatch import TABLE_ENV as DISPATCH_TABLE_ENV
@@ -26,13 +27,29 @@ from kernels.dispatch import DispatchTable, DispatchTableError, table_path
 
 
 def load_dispatch_table(environ: Mapping[str, str]) -> DispatchTable:
-    """The table the plan and the plugin use: the user's file when named, else the shipped one."""
-    path = table_path(environ)
+    """The table the plan and the plugin use: the user's file when named, else the compile-cache layer's (measured on
+    this GPU by `make cache-layer`), else the shipped one."""
+    layer = None if environ.get(DISPATCH_TABLE_ENV) else layer_dispatch_table(environ)
+    path = layer or table_path(environ)
     try:
         return DispatchTable.load(path)
     except DispatchTableError as exc:
-        key = DISPATCH_TABLE_ENV if environ.get(DISPATCH_TABLE_ENV) else "kernels/fused_moe_dispatch.json (shipped)"
+        if environ.get(DISPATCH_TABLE_ENV):
+            key = DISPATCH_TABLE_ENV
+        else:
+            key = "the compile-cache layer's dispatch table" if layer else "kernels/fused_moe_dispatch.json (shipped)"
         raise ConfigError(key, str(path), str(exc), "a file written by benchmarks.kernels.dispatch_table") from None
+
+
+def tuned_config_indexes(environ: Mapping[str, str]) -> tuple[TunedConfigIndex, ...]:
+    """The folders of tuned tile files in the resolver's order: the compile-cache layer's (tuned on this GPU), then
+    the image's; those that hold no file are left out."""
+    layer = layer_tuned_dir(environ)
+    found = (
+        TunedConfigIndex.scan(layer, origin=ORIGIN_LAYER) if layer is not None else None,
+        TunedConfigIndex.scan(default_config_dir(environ)),
+    )
+    return tuple(index for index in found if index is not None)
 
 
 def build_plan(
@@ -74,7 +91,7 @@ def build_plan(
         gpus,
         caps,
         environ=env,
-        tuned=TunedConfigIndex.scan(default_config_dir(env)),
+        tuned=tuned_config_indexes(env),
         dispatch=load_dispatch_table(env),
         context_reasons=context,
         # the plugin's entry point matters only where this Python runs the planned vLLM

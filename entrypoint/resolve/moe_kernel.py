@@ -19,7 +19,7 @@ from entrypoint.moe_plugin.hook import CHECKED_VLLM
 from entrypoint.resolve.backends import fp8_scheme
 from entrypoint.resolve.gpu_types import GpuInventory
 from entrypoint.utils.errors import ConfigError
-from kernels.dispatch import DISPATCH_FILE, DispatchKey, DispatchRow, DispatchTable
+from kernels.dispatch import DISPATCH_FILE, TABLE_ENV, DispatchKey, DispatchRow, DispatchTable
 from kernels.shapes import moe_partition
 
 OUR_KERNEL_DOC = "docs/results/our-kernel.md"  # the kernel's measurements by M, and how the table was made
@@ -145,4 +145,7 @@ def choose_moe_kernel(settings: Settings, ctx: KernelContext) -> KernelChoice:
         f"moe_kernel: project ({origin}): ours at {row.describe_ranges()} for {row.key.label()}, else vLLM's "
         f"({measured}; {OUR_KERNEL_DOC})"
     )
-    return KernelChoice(MoeKernel.PROJECT, reason, {KERNEL_ENV: "project"})
+    env = {KERNEL_ENV: "project"}
+    if not shipped:  # the plugin inside vLLM's processes reads the same table the plan read (the layer's, a user's)
+        env[TABLE_ENV] = table.source
+    return KernelChoice(MoeKernel.PROJECT, reason, env)

@@ -10,14 +10,22 @@ vLLM's own.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernels.config_files import CONFIG_DIR, config_file_name
+from entrypoint.model.types import ModelDescription
+from entrypoint.resolve.engine_args import EngineArgs
+from entrypoint.resolve.gpu_types import GpuInventory
+from kernels.config_files import CONFIG_DIR, PROVENANCE_FILE, config_file_name
+from kernels.shapes import moe_partition
 
 # The image copies the configs to a fixed path (docker/install_project.sh) and names it here.
 CONFIG_DIR_ENV = "MOE_SERVING_KERNEL_CONFIGS"
+TUNED_FOLDER_ENV = "VLLM_TUNED_CONFIG_FOLDER"  # vLLM's: the one folder it reads tuned files from
+TUNED_TILES_DOC = "docs/results/tuned-tiles.md"  # what the baked tiles gain, and how they were tuned
+LAYER_TILES_DOC = "docs/kernels.md"  # where tuned files come from, and which wins
 
 
 def default_config_dir(environ: Mapping[str, str]) -> Path:
@@ -25,19 +33,39 @@ def default_config_dir(environ: Mapping[str, str]) -> Path:
     return Path(environ[CONFIG_DIR_ENV]) if environ.get(CONFIG_DIR_ENV) else CONFIG_DIR
 
 
+# Where a folder of tuned files came from, in the order the resolver prefers them after the user's own folder.
+ORIGIN_LAYER = "layer"  # tuned on this GPU by `make cache-layer` (entrypoint.resolve.layer_files)
+ORIGIN_IMAGE = "image"  # shipped in the image (kernels/configs)
+
+
 @dataclass(frozen=True)
 class TunedConfigIndex:
-    """The folder and the file names it holds (read once at start, passed to the pure resolver)."""
+    """The folder and the file names it holds (read once at start, passed to the pure resolver): where it came from,
+    and when each file was tuned where its provenance.json says."""
 
     folder: str
     names: frozenset[str]
+    origin: str = ORIGIN_IMAGE
+    tuned_at: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @classmethod
-    def scan(cls, folder: Path = CONFIG_DIR) -> TunedConfigIndex | None:
+    def scan(cls, folder: Path = CONFIG_DIR, origin: str = ORIGIN_IMAGE) -> TunedConfigIndex | None:
         if not folder.is_dir():
             return None
         names = frozenset(p.name for p in folder.glob("E=*.json"))
-        return cls(str(folder), names) if names else None
+        return cls(str(folder), names, origin, _tuned_dates(folder / PROVENANCE_FILE.name)) if names else None
+
+
+def _tuned_dates(path: Path) -> dict[str, str]:
+    """File name → the date its provenance entry gives; {} when there is no readable provenance (the dates only
+    decorate a reason line: a missing one is not an error)."""
+    try:
+        entries = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(entries, dict):
+        return {}
+    return {name: str(e["date"]) for name, e in entries.items() if isinstance(e, dict) and e.get("date")}
 
 
 def tuned_file_name(
@@ -45,3 +73,38 @@ def tuned_file_name(
 ) -> str:
     """The file vLLM will look for on this GPU (kernels.config_files holds the naming rules)."""
     return config_file_name(num_experts, n, dtype, list(block_shape) if block_shape else None, device_name=gpu_name)
+
+
+def tuned_config_env(
+    model: ModelDescription,
+    gpus: GpuInventory,
+    engine: EngineArgs,
+    tuned: Sequence[TunedConfigIndex],
+    environ: Mapping[str, str],
+) -> tuple[dict[str, str], list[str]]:
+    """vLLM's tuned-config folder for this plan and the one reason line. Precedence: the user's own
+    `VLLM_TUNED_CONFIG_FOLDER`, then the first folder of `tuned` (layer before image) holding this shape's file; with
+    none holding it, the last folder (vLLM then falls back to its shipped or default tiles)."""
+    if environ.get(TUNED_FOLDER_ENV):
+        return {}, [f"tuned configs: {TUNED_FOLDER_ENV} already set by the user, left as is"]
+    if not tuned:
+        return {}, ["tuned configs: none baked in; vLLM uses its shipped or default tiles"]
+    moe, device = model.moe, gpus.primary
+    assert moe is not None and device is not None  # callers check is_moe and not is_cpu
+    experts, n = moe_partition(
+        moe.num_experts, moe.expert_intermediate_size, engine.tensor_parallel_size, engine.expert_parallel
+    )
+    dtype = "fp8_w8a8" if model.quantization.is_fp8 else None
+    name = tuned_file_name(experts, n, device.name, dtype, model.quantization.block_shape)
+    for index in tuned:
+        if name not in index.names:
+            continue
+        if index.origin == ORIGIN_LAYER:
+            when = index.tuned_at.get(name, "an unrecorded date")
+            why = f"tuned configs: {name}: tuned on this GPU at {when} by `make cache-layer` ({LAYER_TILES_DOC})"
+        else:
+            why = f"tuned configs: {name}: baked file matches ({TUNED_TILES_DOC})"
+        return {TUNED_FOLDER_ENV: index.folder}, [why]
+    where = " or ".join(dict.fromkeys(index.origin for index in tuned))
+    why = f"tuned configs: {name}: no file for this shape in the {where} (vLLM falls back to its own tiles)"
+    return {TUNED_FOLDER_ENV: tuned[-1].folder}, [why]

@@ -300,16 +300,16 @@ TUNED = TunedConfigIndex("/opt/configs", frozenset({"E=128,N=768,device_name=NVI
 
 
 def test_triton_gets_the_tuned_config_folder_and_names_the_matching_file():
-    plan = resolve(settings(), model("native fp8 static"), simulate_gpus("H200"), CAPS, tuned=TUNED)
+    plan = resolve(settings(), model("native fp8 static"), simulate_gpus("H200"), CAPS, tuned=(TUNED,))
     assert plan.env["VLLM_TUNED_CONFIG_FOLDER"] == "/opt/configs"
     assert any("E=128,N=768,device_name=NVIDIA_H200,dtype=fp8_w8a8.json: baked file matches" in r for r in plan.reasons)
 
 
 def test_tensor_parallelism_changes_the_expected_file_name():
     plan = resolve(
-        settings(tensor_parallel_degree="2"), model("native fp8 static"), simulate_gpus("H200", 2), CAPS, tuned=TUNED
+        settings(tensor_parallel_degree="2"), model("native fp8 static"), simulate_gpus("H200", 2), CAPS, tuned=(TUNED,)
     )
-    assert any("E=128,N=384," in r and "no baked file" in r for r in plan.reasons)
+    assert any("E=128,N=384," in r and "no file for this shape in the image" in r for r in plan.reasons)
 
 
 def test_a_user_tuned_folder_is_left_alone():
@@ -318,7 +318,7 @@ def test_a_user_tuned_folder_is_left_alone():
         model("native fp8 static"),
         simulate_gpus("H200"),
         CAPS,
-        tuned=TUNED,
+        tuned=(TUNED,),
         environ={"VLLM_TUNED_CONFIG_FOLDER": "/mine"},
     )
     assert "VLLM_TUNED_CONFIG_FOLDER" not in plan.env
@@ -326,7 +326,11 @@ def test_a_user_tuned_folder_is_left_alone():
 
 def test_flashinfer_does_not_get_the_tuned_folder():
     plan = resolve(
-        settings(moe_backend="flashinfer_cutlass"), model("native fp8 static"), simulate_gpus("H200"), CAPS, tuned=TUNED
+        settings(moe_backend="flashinfer_cutlass"),
+        model("native fp8 static"),
+        simulate_gpus("H200"),
+        CAPS,
+        tuned=(TUNED,),
     )
     assert plan.env == {"MOE_WARMUP": "on"}  # nothing of the MoE kernels' (the warm-up: tests/entrypoint/resolve)
 
@@ -495,7 +499,7 @@ def test_the_image_config_folder_is_found_through_its_variable(tmp_path):
 
     (tmp_path / "E=128,N=768,device_name=NVIDIA_H200,dtype=fp8_w8a8.json").write_text("{}")
     index = TunedConfigIndex.scan(default_config_dir({"MOE_SERVING_KERNEL_CONFIGS": str(tmp_path)}))
-    plan = resolve(settings(), model("native fp8 static"), simulate_gpus("H200"), CAPS, tuned=index)
+    plan = resolve(settings(), model("native fp8 static"), simulate_gpus("H200"), CAPS, tuned=(index,))
     assert plan.env["VLLM_TUNED_CONFIG_FOLDER"] == str(tmp_path)
 
 
@@ -523,10 +527,13 @@ def test_expert_parallelism_splits_the_experts_in_the_expected_file_name():
         model("native fp8 static"),
         simulate_gpus("H200", 2),
         CAPS,
-        tuned=TUNED,
+        tuned=(TUNED,),
     )
     # kernels.shapes.moe_partition: EP keeps each expert whole (N=768) and gives each GPU 128/2 experts
-    assert any("E=64,N=768,device_name=NVIDIA_H200,dtype=fp8_w8a8.json: no baked file" in r for r in plan.reasons)
+    assert any(
+        "E=64,N=768,device_name=NVIDIA_H200,dtype=fp8_w8a8.json: no file for this shape in the image" in r
+        for r in plan.reasons
+    )
 
 
 QWEN3_235B_BLOCK = ModelDescription(
