@@ -5,7 +5,7 @@
 #
 # usage (repo root, on the GPU host):  bash benchmarks/device/e2e.sh [PHASE]
 #   PHASE  qwen (default) | qwen-start | qwen-plugin | qwen-attention | plugin-logits | engine-check | routing |
-#          routing-cost | nemotron | nemotron-diag |
+#          routing-cost | nemotron | nemotron-split | nemotron-diag |
 #          mixtral | control |
 #          fi-diag | all   (see benchmarks/e2e/README.md)
 #          8 x H200 (issue 16; benchmarks/README.md, "8 GPUs of one host"): x8-qwen235-tp8 | x8-qwen235-tp8-start |
@@ -142,6 +142,11 @@ case "$PHASE" in
              # minutes: 225 s seen), each in its own folder under OUT, sharing the work dir and its FlashInfer JIT
              ARGS=(--models qwen3-30b-a3b-fp8-static --backends plan --conc 1,2,4,8,64 --long-conc 1) ;;
   nemotron)  ARGS=(--models nemotron-3-nano-30b-a3b-fp8 "${SERVED[@]}" --share-triton-cache) ;;
+  nemotron-split) # issue 31, run 2026-12-04b: at 4 requests the plan was slower than LMI-equivalent in every repetition.
+             # The plan, the plan without our kernel (our tiles, vLLM's kernel) and LMI-equivalent (vLLM's tiles) at 1
+             # and 4 under ROUTING, 5 repetitions each: which of our kernel and our tiles moves TPOT there
+             ARGS=(--models nemotron-3-nano-30b-a3b-fp8 --backends plan,plan_vllm_kernel,triton --conc 1,4
+                   --long-input-len 0 --reps 5 --share-triton-cache) ;;
   nemotron-diag) # 2026-12-02: one Nemotron engine's repetitions spread 3-39 % (docs/results/nemotron.md). The plan with
              # prefix caching off (option.enable_prefix_caching=false: vLLM then leaves the experimental Mamba cache
              # mode 'all') and with it on (the image default), 5 reps each, one run per variant in its own folder,
@@ -170,7 +175,7 @@ case "$PHASE" in
   x8-*)      ARGS=() ;;  # below
   *) echo "e2e.sh: unknown phase '$PHASE'; accepted: qwen qwen-start qwen-plugin qwen-attention plugin-logits engine-check routing" \
           "routing-cost" \
-          "nemotron nemotron-diag mixtral" \
+          "nemotron nemotron-split nemotron-diag mixtral" \
           "control fi-diag all x8-..." >&2
      exit 2 ;;
 esac
