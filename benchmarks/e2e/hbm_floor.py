@@ -42,9 +42,6 @@ WEIGHT_BITS: dict[WeightDtype, int] = {
     WeightDtype.MXFP4: 4,
     WeightDtype.INT4: 4,
 }
-# Activations of experts without a gate (up and down projections only): Nemotron-H's squared ReLU. Every other
-# family we serve (Qwen-MoE, Mixtral, DeepSeek, Llama-4, gpt-oss) gates its experts (w13 = gate + up, then w2).
-NON_GATED_ACTS = frozenset({"relu2"})
 WIDTHS = (5, 13, 10, 7, 8, 8, 8)  # the CLI table's columns
 SHARED_WIDTH_KEYS = ("moe_shared_expert_intermediate_size", "shared_expert_intermediate_size")
 
@@ -118,8 +115,7 @@ def geometry_from_model_dir(model_dir: Path) -> DecodeGeometry:
             f"quantization_config): need one of {', '.join(d.value for d in WEIGHT_BITS)}"
         )
     hidden, width = moe.hidden_size, moe.expert_intermediate_size
-    act = text.get("mlp_hidden_act") or text.get("hidden_act")
-    matrices = 2 if act in NON_GATED_ACTS else 3  # up + down, or gate + up (w13) + down (w2)
+    matrices = 3 if moe.gated else 2  # gate + up (w13) + down (w2), or up + down (Nemotron-H's squared ReLU)
     # The shared experts' width: per shared expert where the config names it (Nemotron-H, Qwen2-MoE), else the routed
     # experts' width (DeepSeek, Llama-4: vLLM builds moe_intermediate_size × n_shared_experts).
     shared_width = next((text[k] for k in SHARED_WIDTH_KEYS if text.get(k)), width)

@@ -97,6 +97,10 @@ def _declared_dtype(top: ConfigJson, text: ConfigJson) -> str | None:
     return None
 
 
+# Expert activations without a gate projection (vLLM's MoE runs them with w13 of N rows, not 2N): Nemotron-H's relu².
+NON_GATED_ACTIVATIONS = frozenset({"relu2"})
+
+
 def _dtype16(torch_dtype: str | None) -> WeightDtype:
     # A config without a dtype is served as bf16 by vLLM's `--dtype auto` on Hopper.
     if torch_dtype is None:
@@ -128,6 +132,7 @@ def _moe_shape(text: ConfigJson, *, model_type: str | None) -> MoEShape | None:
         expert_intermediate_size=width,
         num_moe_layers=_moe_layer_count(text),
         num_shared_experts=_shared_experts(text, model_type),
+        gated=(text.str_("mlp_hidden_act") or text.str_("hidden_act")) not in NON_GATED_ACTIVATIONS,
     )
 
 

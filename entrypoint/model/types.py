@@ -128,6 +128,7 @@ class MoEShape(BaseModel):
     expert_intermediate_size: int  # width of one expert's FFN (moe_intermediate_size / intermediate_size)
     num_moe_layers: int | None = None
     num_shared_experts: int = 0
+    gated: bool = True  # gate and up projections (SiLU·up); False for Nemotron-H's squared ReLU (up and down only)
 
 
 class ModelDescription(BaseModel):

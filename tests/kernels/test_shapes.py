@@ -21,10 +21,10 @@ def test_moe_partition_splits_experts_or_their_width(experts, intermediate, tp, 
 
 
 def test_the_resolver_splits_experts_with_the_one_partition():
-    """The resolver has no (E, N) split of its own: it imports this one."""
-    from entrypoint import config_resolver
+    """The resolver has no (E, N) split of its own: its tuned-file lookup imports this one."""
+    from entrypoint.resolve import tuned_configs
 
-    assert config_resolver.moe_partition is moe_partition
+    assert tuned_configs.moe_partition is moe_partition
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))

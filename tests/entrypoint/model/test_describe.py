@@ -200,6 +200,7 @@ FIXTURE_CASES: list[tuple[str, str, ModelDescription]] = [
                 expert_intermediate_size=1856,
                 num_moe_layers=23,
                 num_shared_experts=1,
+                gated=False,  # relu² experts: up and down projections only
             ),
             quantization=fp8(
                 QuantFamily.MODELOPT, "modelopt", G.TENSOR, Act.STATIC, G.TENSOR, source="hf_quant_config.json"
