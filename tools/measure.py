@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib
+import statistics
+import time
 from collections.abc import Callable, Iterable
 
 # Replays per timed batch: enough for ~4 ms of GPU work (CUDA event resolution is ~0.5 µs), at most 200.
@@ -58,22 +60,37 @@ def graph_us(run_all: Callable[[], object], calls: int = 1, batches: int = 5, ta
     return sorted(times)[len(times) // 2]
 
 
-def hbm_read_gbs(gib: int = 4) -> float:
-    """Read bandwidth: a max-reduction over a ``gib`` GiB bf16 buffer (reads dominate), median of 10 after 2 warmups."""
+def hbm_read_gbs(gib: float = 4, device: str = "cuda", reps: int = 20) -> float:
+    """Read bandwidth in GB/s: the median over ``reps`` of summing a ``gib`` GiB fp32 buffer of random values (a
+    read-only stream far larger than L2; random, so no compression can flatter it), after 3 warm-ups, timed with CUDA
+    events on a GPU (a wall clock elsewhere, for tests). The one probe of the lab: the kernel benches' "% of floor"
+    columns and the end-to-end HBM floor (benchmarks/e2e/hbm_floor.py) both divide by it.
+
+    Until 2026-12-04 the kernel benches used a bf16 max-reduction here. On the H200 it read 3,474 GB/s where this
+    sum read 4,306 GB/s on the same machine minutes later, so "% of floor" figures of kernel runs before that date
+    are ~1.24x too high (docs/results/our-kernel.md)."""
     import torch
 
-    buf = torch.randn(gib * (1 << 29), device="cuda", dtype=torch.bfloat16)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(12):
-        start.record()
-        buf.max()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    del buf
-    times = sorted(times[2:])
-    return gib * (1 << 30) / times[len(times) // 2] / 1e9
+    buffer = torch.rand(int(gib * (1 << 30)) // 4, dtype=torch.float32, device=device)
+    nbytes = buffer.numel() * buffer.element_size()
+    on_cuda = torch.device(device).type == "cuda"
+    for _ in range(3):
+        buffer.sum()
+    seconds = []
+    for _ in range(reps):
+        if on_cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            buffer.sum()
+            end.record()
+            end.synchronize()
+            seconds.append(start.elapsed_time(end) / 1e3)
+        else:
+            t0 = time.perf_counter()
+            buffer.sum()
+            seconds.append(time.perf_counter() - t0)
+    del buffer
+    return nbytes / statistics.median(seconds) / 1e9
 
 
 def versions(packages: Iterable[str]) -> dict[str, str]:

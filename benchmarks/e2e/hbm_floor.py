@@ -19,8 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -190,32 +188,6 @@ def floor_check(tpot_ms_median: float, floor: Floor) -> tuple[float, str]:
         return math.nan, ""
     ratio = floor.tpot_ms / tpot_ms_median if tpot_ms_median > 0 else math.inf
     return ratio, "pass" if tpot_ms_median >= floor.tpot_ms else "BELOW_FLOOR"
-
-
-def measure_hbm_read_bandwidth(device: str = "cuda", size_bytes: int = 4 << 30, reps: int = 20) -> float:
-    """bytes/s: median over reps of summing a large fp32 buffer (a read-only stream, far larger than L2), timed with
-    CUDA events after warm-up; on the GPU host only. Random contents, so no zero-compression can flatter it."""
-    import torch
-
-    buffer = torch.rand(size_bytes // 4, dtype=torch.float32, device=device)
-    nbytes = buffer.numel() * buffer.element_size()
-    on_cuda = torch.device(device).type == "cuda"
-    for _ in range(3):
-        buffer.sum()
-    seconds = []
-    for _ in range(reps):
-        if on_cuda:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            buffer.sum()
-            end.record()
-            end.synchronize()
-            seconds.append(start.elapsed_time(end) / 1e3)
-        else:
-            t0 = time.perf_counter()
-            buffer.sum()
-            seconds.append(time.perf_counter() - t0)
-    return nbytes / statistics.median(seconds)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -69,6 +69,7 @@ def test_no_bandwidth_or_no_geometry_leaves_the_floor_empty_and_says_why(tmp_pat
 def test_the_bandwidth_is_not_made_up_where_no_gpu_answers() -> None:
     value, line = floor_rows.measure_bandwidth({"CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"}, timeout_s=120)
     assert value is None and line.startswith("HBM read bandwidth: not measured")
+    assert "No module named" not in line  # the probe itself ran, and failed where the GPU is missing
 
 
 def test_the_floor_plot_draws_a_run_and_refuses_a_baseline_it_lacks(tmp_path: Path) -> None:
