@@ -26,6 +26,8 @@ from typing import Any
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 PROVENANCE_FILE = CONFIG_DIR / "provenance.json"
+# The batch sizes M every shipped tile file holds an entry for (tools/tune.py tunes them; vLLM picks the nearest).
+M_GRID = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 2048, 4096)
 H200_FILE_DEVICE = "NVIDIA_H200"
 
 # Exactly the keys a tile may hold: vLLM splats the tile into fused_moe_kernel[grid](..., **config).

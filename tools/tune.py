@@ -29,6 +29,7 @@ from typing import Any
 
 from kernels.config_files import (
     CONFIG_DIR,
+    M_GRID,
     TILE_KEYS,
     Tile,
     config_file_name,
@@ -40,7 +41,6 @@ from kernels.config_files import (
 from kernels.shapes import SHIPPED, KernelShape, shape_by_key
 from tools.measure import gpu_name, versions
 
-M_GRID = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 2048, 4096)
 # Decode sizes first: they are what the tuning is for (the goal is M ≤ 64).
 M_ORDER = (1, 2, 4, 8, 16, 32, 64, 24, 48, 96, 128, 256, 512, 1024, 2048, 4096)
 

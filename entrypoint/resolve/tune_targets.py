@@ -6,7 +6,8 @@ sizes only. vLLM 0.32's default list (vllm/config/vllm.py, `_set_cudagraph_sizes
 then every 8 below 256, then every 16, up to min(2 x max_num_seqs, 512, max_num_batched_tokens), plus max_num_seqs
 when it fits. Prefill: chunks of up to max_num_batched_tokens tokens. vLLM picks the tuned entry whose M is nearest to
 the batch (`try_get_optimal_moe_config`), so a grid of those sizes covers every M in between; the grid is the one the
-image's shipped files were tuned on (tools/tune.py's M_GRID) plus the largest capture size and the chunk size.
+image's shipped files were tuned on (kernels.config_files.M_GRID, with larger chunks) plus the largest capture size
+and the chunk size.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from entrypoint.model.types import ModelDescription
 from entrypoint.resolve.engine_args import EngineArgs
 from entrypoint.resolve.tuned_configs import tuned_file_name
+from kernels.config_files import M_GRID
 from kernels.shapes import BLOCK_FP8, KernelShape, ModelMoE
 
 # vLLM 0.32's API-server defaults on a GPU of >= 70 GiB that is not an A100 (H100, H200), when the plan sets none
@@ -23,7 +25,7 @@ from kernels.shapes import BLOCK_FP8, KernelShape, ModelMoE
 DEFAULT_MAX_NUM_SEQS = 1024
 DEFAULT_MAX_BATCHED_TOKENS = 8192
 CAPTURE_CEILING = 512  # vLLM's default_max_graph_size below SM100
-TUNE_GRID = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+TUNE_GRID = (*M_GRID, 8192, 16384)
 
 
 def capture_sizes(max_num_seqs: int, max_num_batched_tokens: int) -> tuple[int, ...]:
