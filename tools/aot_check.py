@@ -29,7 +29,7 @@ def check(args: argparse.Namespace) -> int:
     os.environ["VLLM_TUNED_CONFIG_FOLDER"] = str(args.config_dir.resolve())
     import torch
 
-    from tools import moe_harness
+    from kernels.tuning import moe_harness
 
     cases = selected_cases(args, vllm_config_dir())
     per_shape: dict[str, dict[str, int]] = {}

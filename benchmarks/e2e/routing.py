@@ -10,7 +10,7 @@ routings a row can run under:
 - `uniform_random` (the default): vLLM's own strategy, top-k of uniform random scores (every expert equally likely);
 - `hot_experts`: ours (`benchmarks/e2e/routing_plugin.py`, registered with vLLM's simulator by a lab-only plugin):
   `HOT_SHARE` of the routing mass on the first `hot_count(E, k)` experts, the rest spread over the others, sampled
-  without replacement (Gumbel top-k; the weights live in tools/routing_weights.py, which the kernel bench shares):
+  without replacement (Gumbel top-k; weights in kernels/tuning/routing_weights.py, shared with the kernel bench):
   trained routers are uneven, and this shows how much that matters;
 - `dummy`: the dummy weights' own routing (the simulator off), a labelled control only, never a published figure.
 
@@ -19,7 +19,7 @@ routings a row can run under:
 
 from __future__ import annotations
 
-from tools.routing_weights import (
+from kernels.tuning.routing_weights import (
     HOT_SHARE,
     hot_count,
     hot_expert_weights,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tools.routing_weights import hot_expert_weights
+from kernels.tuning.routing_weights import hot_expert_weights
 
 STRATEGY = "hot_experts"
 

@@ -13,7 +13,8 @@ Per shape and M = 1..256, one CSV row (benchmarks/results/kernels/h200_fused_moe
   ours_shared_us, vllm_shared_us  the same two at 1 < M ≤ SHARED_MAX_M with every token of a routing on the same
                experts (a served batch's tokens can share experts: vLLM's kernel reads each touched expert once,
                ours once per token),
-  ours_hot_us, vllm_hot_us  the same two at 1 < M ≤ SHARED_MAX_M with the hot routing of tools/routing_weights.py
+  ours_hot_us, vllm_hot_us  the same two at 1 < M ≤ SHARED_MAX_M with the hot routing of
+               kernels/tuning/routing_weights.py
                (half of the mass on a few experts, as trained routers are uneven); benchmarks.kernels.dispatch_table
                takes the worse of uniform and hot where these columns exist, else of uniform and shared,
   ours_pair_us, ours_scan_us, ours_pair_shared_us, ours_scan_shared_us  at 1 < M ≤ SHARED_MAX_M: the default
@@ -41,7 +42,7 @@ import torch
 
 from benchmarks.paths import KERNEL_RESULTS
 from kernels.config_files import CONFIG_DIR
-from tools import moe_harness
+from kernels.tuning import moe_harness
 from tools.measure import graph_us, hbm_read_gbs, run_preamble
 
 SHAPES = (

@@ -1,7 +1,7 @@
 """Kernel-level evidence for the tuned configs (``make bench-kernels``, on an H200).
 
 Per shipped shape and M ≤ 256, one CSV row with the per-call time of vLLM's ``fused_experts``
-(tools/moe_harness.py, timed by tools/measure.py: CUDA-graph replays over rotating uniform routings, L2-cold
+(kernels/tuning/moe_harness.py, timed by tools/measure.py: CUDA-graph replays over rotating uniform routings, L2-cold
 weights) with
   tuned_us    our tile (kernels/configs, looked up like vLLM does),
   default_us  what vLLM runs without our file (its shipped file's tile, else its default heuristic),
@@ -29,7 +29,7 @@ from kernel_checks.reference import rel_err
 from kernels.aot import config_source
 from kernels.config_files import CONFIG_DIR, lookup, read_config_file
 from kernels.shapes import SHIPPED, KernelShape, shape_by_key
-from tools import moe_harness
+from kernels.tuning import moe_harness
 from tools.measure import graph_us, hbm_read_gbs, run_preamble
 from tools.tune import tile_id
 

@@ -24,9 +24,9 @@ measured pair: then the promise holds for the two routings measured, uniform and
 
 Realistic routing (issue 31): the all-shared case is the dummy weights' collapsed routing, which no trained model's
 batch is in, and the 22 % loss above was measured in it. CSVs with the hot-routing columns (``ours_hot_us``,
-``vllm_hot_us``: half of the routing mass on a few experts, tools/routing_weights.py) take the worse of uniform and
-hot instead: the rule then holds for uniform routing and for a trained router's unevenness, and the all-shared
-speedup is kept in the table for the record only. A CSV without them keeps the all-shared rule.
+``vllm_hot_us``: half of the routing mass on a few experts, kernels/tuning/routing_weights.py) take the worse of
+uniform and hot instead: the rule then holds for uniform routing and for a trained router's unevenness, and the
+all-shared speedup is kept in the table for the record only. A CSV without them keeps the all-shared rule.
 
 Which column is the shipped kernel: CSVs written since the PDL rule (they have ``ours_nopdl_us``) time the shipped
 default as ``ours_us``. The 2026-11-30 run predates the rule (its default had PDL off), so there the shipped time is

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from tools import moe_harness
+from kernels.tuning import moe_harness
 from tools.measure import graph_us, hbm_read_gbs
 
 COLUMNS = (

@@ -13,7 +13,7 @@ from benchmarks.e2e import backends as be
 from benchmarks.e2e import routing, routing_plugin, runner
 from benchmarks.e2e.logparse import parse_engine_log
 from benchmarks.e2e.run_args import parse_run_args
-from tools.routing_weights import hot_inclusion_probabilities
+from kernels.tuning.routing_weights import hot_inclusion_probabilities
 
 
 def test_an_unknown_routing_is_refused_with_what_is_accepted() -> None:

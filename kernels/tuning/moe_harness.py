@@ -1,9 +1,10 @@
 """GPU harness around vLLM's own Triton fused-MoE (``fused_experts``): inputs, timing, correctness.
 
-Used by tools/tune.py, tools/aot_check.py and the benchmarks under benchmarks/kernels/. Needs an NVIDIA GPU and
+Used by the tile search (kernels/tuning/search.py via `python -m entrypoint tune` and tools/tune.py), tools/aot_check.py
+and the benchmarks under benchmarks/kernels/. Needs an NVIDIA GPU and
 an importable vLLM (the image, or the offline bundle at PYTHONPATH=/root/site).
 
-Timing (tools/measure.py ``graph_us``): R calls of ``fused_experts`` on R different uniform routings are
+Timing (kernels/tuning/timer.py ``graph_us``): R calls of ``fused_experts`` on R different uniform routings are
 captured in one CUDA graph and the graph is replayed between CUDA events; the per-call time is the
 median over batches / R. Rotating routings keeps the working set of touched experts above the L2
 size (50 MB on H200), so weights stream from HBM as they do in serving; every shape's full weight set
@@ -23,13 +24,13 @@ import torch
 
 from kernels.config_files import TILE_KEYS, Tile, lookup, read_config_file
 from kernels.shapes import KernelShape
-from tools.measure import graph_us
-from tools.routing_weights import hot_expert_weights, hot_experts_touched, uniform_experts_touched
+from kernels.tuning.routing_weights import hot_expert_weights, hot_experts_touched, uniform_experts_touched
+from kernels.tuning.timer import graph_us
 
 L2_BYTES = 50 * 1024 * 1024
 # How the tokens of a timed batch pick their experts: "uniform" (vLLM's tuner's: top-k of uniform scores), "shared"
-# (every token on the first token's experts: the collapsed extreme of dummy weights), "hot" (tools/routing_weights.py:
-# half of the mass on a few hot experts, as trained routers are uneven)
+# (every token on the first token's experts: the collapsed extreme of dummy weights), "hot" (routing_weights.py: half
+# of the mass on a few hot experts, as trained routers are uneven)
 ROUTINGS = ("uniform", "shared", "hot")
 
 

@@ -3,8 +3,9 @@
 Trained routers are uneven: some experts of a layer take far more tokens than others. `hot_expert_weights` gives
 HOT_SHARE of the routing mass to the first `hot_count(E, k)` experts and spreads the rest over the others; a
 routing samples top-k distinct experts with these chances (Gumbel top-k: `log w − log(−log U)`, then top-k). The
-kernel bench (tools/moe_harness.py, routing "hot") and the served engine (benchmarks/e2e/routing_plugin.py, vLLM
-routing strategy "hot_experts") use these same weights, so a kernel-level and an end-to-end row describe one routing.
+kernel bench (kernels/tuning/moe_harness.py, routing "hot") and the served engine (benchmarks/e2e/routing_plugin.py,
+vLLM routing strategy "hot_experts") use these same weights, so a kernel-level and an end-to-end row describe one
+routing.
 Standard library only: the served engine's plugin imports it too.
 """
 

@@ -1,10 +1,10 @@
-"""tools.moe_harness routings: uniform ones spread over experts, shared ones put every token on the first token's,
-hot ones lean on a few experts as tools/routing_weights.py says."""
+"""kernels.tuning.moe_harness routings: uniform ones spread over experts, shared ones put every token on the first
+token's, hot ones lean on a few experts as kernels/tuning/routing_weights.py says."""
 
 from __future__ import annotations
 
 from kernels.shapes import shape_by_key
-from tools import moe_harness
+from kernels.tuning import moe_harness
 
 QWEN3 = shape_by_key("qwen3-30b-a3b:tp1")
 
