@@ -8,6 +8,7 @@ DIR/manifest.json (what the layer was made for: entrypoint.caches.compile_layer)
 
 from __future__ import annotations
 
+import argparse
 import http.client
 import json
 import logging
@@ -17,8 +18,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from entrypoint.caches import compile_layer, model_info
+from entrypoint.caches import compile_layer, model_info, tune_layer
 from entrypoint.resolve.cpu_engine import CPU_MAX_SAMPLED_BATCH, SEEDED_CHUNK_CRASH
+from entrypoint.resolve.layer_files import LAYER_ENV
 from entrypoint.resolve.plan import Plan
 from entrypoint.serve import fetch_if_remote, plan_log_lines, vllm_command, vllm_environment
 from entrypoint.utils.argv import flag_value
@@ -30,12 +32,31 @@ log = logging.getLogger("entrypoint.bake_cache")
 LOCAL_HOST = "127.0.0.1"
 
 
-def bake_plan(model: str | None, properties: Path | None) -> Plan:
+def bake_plan(model: str | None, properties: Path | None, layer: Path | None = None, gpu: str | None = None) -> Plan:
     """What `serve` would run for these inputs, listening on 127.0.0.1 and a free port (where it listens is not part
-    of what compiles: compile_layer.plan_digest leaves it out)."""
+    of what compiles: compile_layer.plan_digest leaves it out). With ``layer``, the plan reads that layer's tuned
+    files as a start from the finished image will (entrypoint.resolve.layer_files)."""
     from entrypoint.inputs.gather import build_plan
 
-    return build_plan(model=model, properties=properties, host=LOCAL_HOST, port=free_port(LOCAL_HOST))
+    environ = {**os.environ, LAYER_ENV: str(layer)} if layer is not None else None
+    return build_plan(
+        model=model, properties=properties, host=LOCAL_HOST, port=free_port(LOCAL_HOST), environ=environ, gpu=gpu
+    )
+
+
+def tune_then_plan(args: argparse.Namespace, command: str) -> Plan:
+    """`bake-cache`'s first step: tune on this GPU what the plan runs (entrypoint.caches.tune_layer), then the plan
+    that reads the tuned files, so the bake compiles the tiles and kernels a start from the layer will run."""
+    from kernels.tuning.gpu import gpu_visible
+
+    tune_layer.require_gpu(args.tune, tune_layer.flavour(), gpu_visible(), "bake-cache")
+    plan = bake_plan(args.model, args.properties)
+    if args.tune == "off":
+        log.info("tune: off (--tune off): the image's and vLLM's tiles are used as they are")
+        return plan
+    args.out.mkdir(parents=True, exist_ok=True)
+    outcome = tune_layer.tune_for_plan(plan, args.out, args.tune, args.tune_budget_s, command)
+    return bake_plan(args.model, args.properties, layer=args.out) if outcome and outcome.written else plan
 
 
 def health(port: int) -> int | None:

@@ -24,6 +24,18 @@ def _model_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _tune_arguments(parser: argparse.ArgumentParser, default: str, about: str) -> None:
+    from entrypoint.caches.tune_layer import DEFAULT_BUDGET_S, MODES
+
+    parser.add_argument("--tune", default=default, help=f"{', '.join(MODES)} (default {default}; {about})")
+    parser.add_argument(
+        "--tune-budget-s",
+        type=float,
+        default=DEFAULT_BUDGET_S,
+        help=f"seconds the tune may take in all (default {DEFAULT_BUDGET_S:.0f}); a killed tune resumes",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m entrypoint", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -56,6 +68,16 @@ def build_parser() -> argparse.ArgumentParser:
     _model_arguments(bake)
     bake.add_argument("--out", type=Path, required=True, help="an empty or new folder for the layer")
     bake.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for /health (default 3600)")
+    _tune_arguments(bake, "auto", "auto: tune on a GPU when the plan runs vLLM's Triton MoE on an FP8 checkpoint")
+
+    tune = commands.add_parser(
+        "tune",
+        help="tune the plan's MoE kernels on this GPU into --out/tuned (what bake-cache does first; no server start)",
+    )
+    _model_arguments(tune)
+    tune.add_argument("--out", type=Path, required=True, help="the layer folder; the tuned files go to OUT/tuned")
+    tune.add_argument("--gpu", help="the GPU the plan is for, when NVML does not answer here (H200, H100, ...)")
+    _tune_arguments(tune, "on", "on: refuse without a GPU")
 
     local = commands.add_parser("run-local", help="serve the embedded tiny MoE model on 127.0.0.1 (CPU engine)")
     local.add_argument("--port", type=int, help="port (default ${SAGEMAKER_BIND_TO_PORT:-8080})")
@@ -76,6 +98,24 @@ def _resolve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _command(argv: Sequence[str] | None) -> str:
+    return "python -m entrypoint " + " ".join(argv if argv is not None else sys.argv[1:])
+
+
+def _tune(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
+    from entrypoint.bake_cache import bake_plan
+    from entrypoint.caches import tune_layer
+    from kernels.tuning.gpu import gpu_visible
+
+    tune_layer.require_gpu(args.tune, tune_layer.flavour(), gpu_visible(), "tune")
+    args.out.mkdir(parents=True, exist_ok=True)
+    plan = bake_plan(args.model, args.properties, gpu=args.gpu)
+    outcome = tune_layer.tune_for_plan(plan, args.out, args.tune, args.tune_budget_s, _command(argv))
+    if outcome is not None:
+        print("\n".join(tune_layer.summary_lines(outcome)))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     args = build_parser().parse_args(argv)
@@ -86,11 +126,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             from entrypoint.serve import serve_main
 
             return serve_main(args)
+        if args.command == "tune":
+            return _tune(args, argv)
         if args.command == "bake-cache":
-            from entrypoint.bake_cache import bake, bake_plan
+            from entrypoint.bake_cache import bake, tune_then_plan
 
             try:
-                bake(bake_plan(args.model, args.properties), args.out, args.timeout)
+                bake(tune_then_plan(args, _command(argv)), args.out, args.timeout)
             except (RuntimeError, OSError) as exc:  # BakeFailed and a server error: its own log above says why
                 print(f"error: bake-cache: {exc}", file=sys.stderr)
                 return 1

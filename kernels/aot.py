@@ -128,10 +128,15 @@ class Case:
     shape_key: str
     m: int
     tile: tuple[tuple[str, int], ...]
+    # the shape itself for one the image does not list (a user's model tuned at bake time: kernels/tuning/gpu.py)
+    shape: KernelShape | None = None
 
     @staticmethod
     def of(shape: KernelShape, m: int, tile: Tile) -> Case:
-        return Case(shape.key, m, tuple((k, int(tile[k])) for k in TILE_KEYS))
+        return Case(shape.key, m, tuple((k, int(tile[k])) for k in TILE_KEYS), shape)
+
+    def kernel_shape(self) -> KernelShape:
+        return self.shape or shape_by_key(self.shape_key)
 
 
 def _em(shape: KernelShape, m: int, a_rows: int, top_k: int, bm: int) -> tuple[bool, int, int, int]:
@@ -156,7 +161,7 @@ def launches(case: Case) -> Iterator[tuple[str, tuple[Any, ...], dict[str, Any]]
     import torch
     import triton.language as tl
 
-    shape = shape_by_key(case.shape_key)
+    shape = case.kernel_shape()
     tile = dict(case.tile)
     m, e, h, n, n1, topk = case.m, shape.e, shape.h, shape.n, shape.n1, shape.topk
     block = shape.block_shape

@@ -73,6 +73,20 @@ class DispatchRow:
         return ", ".join(f"M={lo}" if lo == hi else f"M={lo}..{hi}" for lo, hi in self.token_ranges) or "none"
 
 
+def token_ranges(wins: Iterable[tuple[int, bool]]) -> list[list[int]]:
+    """Merge winning M values that are neighbours in the measured grid into inclusive [lo, hi] ranges (an M between a
+    win and a loss stays with vLLM)."""
+    ranges: list[list[int]] = []
+    previous_won = False
+    for m, won in sorted(wins):
+        if won and previous_won:
+            ranges[-1][1] = m
+        elif won:
+            ranges.append([m, m])
+        previous_won = won
+    return ranges
+
+
 class DispatchTableError(ValueError):
     """The table file is not what kernels/dispatch.py writes (names the row and the field)."""
 

@@ -142,6 +142,13 @@ case "$PHASE" in
              # minutes: 225 s seen), each in its own folder under OUT, sharing the work dir and its FlashInfer JIT
              ARGS=(--models qwen3-30b-a3b-fp8-static --backends plan --conc 1,2,4,8,64 --long-conc 1) ;;
   nemotron)  ARGS=(--models nemotron-3-nano-30b-a3b-fp8 "${SERVED[@]}" --share-triton-cache) ;;
+  tuned)     # issue 32: a model the image never tuned (MODEL). `python -m entrypoint tune` on this GPU first (the step
+             # `bake-cache` runs before its server; TUNE_BUDGET_S, its wall time in tune_MODEL.txt), into a layer folder;
+             # then the plan reading that layer (MOE_BAKED_COMPILE_CACHE, as a start from a `make cache-layer` image
+             # does) against LMI-equivalent (triton on vLLM's tiles), which is also the plan before tuning for such a
+             # model: no tuned file, no dispatch row (`resolve` says so), at CONC under ROUTING
+             ARGS=(--models "${MODEL:?tuned needs MODEL}" --backends plan,triton --conc "${CONC:-1,4,16,64}"
+                   --long-input-len 0 --share-triton-cache) ;;
   nemotron-split) # issue 31, run 2026-12-04b: at 4 requests the plan was slower than LMI-equivalent in every repetition.
              # The plan, the plan without our kernel (our tiles, vLLM's kernel) and LMI-equivalent (vLLM's tiles) at 1
              # and 4 under ROUTING, 5 repetitions each: which of our kernel and our tiles moves TPOT there
@@ -175,7 +182,7 @@ case "$PHASE" in
   x8-*)      ARGS=() ;;  # below
   *) echo "e2e.sh: unknown phase '$PHASE'; accepted: qwen qwen-start qwen-plugin qwen-attention plugin-logits engine-check routing" \
           "routing-cost" \
-          "nemotron nemotron-split nemotron-diag mixtral" \
+          "nemotron nemotron-split nemotron-diag mixtral tuned" \
           "control fi-diag all x8-..." >&2
      exit 2 ;;
 esac
@@ -235,6 +242,16 @@ if [ "$PHASE" = plugin-logits ]; then
 fi
 if [ "${DRY_RUN:-0}" = 1 ]; then : >"$LOG"
 else nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>&1 | tee "$LOG"
+fi
+if [ "$PHASE" = tuned ] && [ "${DRY_RUN:-0}" != 1 ]; then
+  LAYER=$WORK/layer-$MODEL
+  t0=$SECONDS
+  python3 -m entrypoint tune --model "$HERE/benchmarks/e2e/models/$MODEL" --out "$LAYER" --gpu H200 \
+    --tune-budget-s "${TUNE_BUDGET_S:-300}" 2>"$OUT/tune_$MODEL.log" | tee "$OUT/tune_$MODEL.txt"
+  echo "tune wall: $((SECONDS - t0)) s (budget ${TUNE_BUDGET_S:-300} s)" | tee -a "$OUT/tune_$MODEL.txt"
+  tail -n 5 "$OUT/tune_$MODEL.log"
+  cp "$LAYER"/tuned/*.json "$OUT/" 2>/dev/null
+  export MOE_BAKED_COMPILE_CACHE=$LAYER
 fi
 # Phases of one harness run per variant (NAME=OPTION[;OPTION...], or NAME= for the image default), each in its own
 # folder under OUT, sharing the work dir and its FlashInfer JIT; the budget left is split over the runs still to start.

@@ -40,8 +40,25 @@ _SERVED_START_S = 150.0
 # Decode cost relative to Qwen3-30B-A3B on one H200 (active parameters; the 8-GPU ones are estimates, not
 # measurements: a TP8 step adds two all-reduces per layer), and cold-start factors for the big models (more weights
 # to initialise, torch.compile and NCCL set-up per rank; estimates).
-_MODEL_WEIGHT = {"mixtral-8x7b": 2.5, "nemotron": 1.3, "235b": 3.0, "deepseek-v3": 4.0, "8x22b": 3.0, "maverick": 2.5}
-_START_FACTOR = {"mixtral-8x7b": 1.2, "235b": 1.7, "deepseek-v3": 2.3, "8x22b": 1.5, "maverick": 1.9}
+_MODEL_WEIGHT = {
+    "glm-4.5-air": 3.0,
+    "phi-3.5-moe": 1.8,
+    "mixtral-8x7b": 2.5,
+    "nemotron": 1.3,
+    "235b": 3.0,
+    "deepseek-v3": 4.0,
+    "8x22b": 3.0,
+    "maverick": 2.5,
+}
+_START_FACTOR = {
+    "glm-4.5-air": 1.6,
+    "phi-3.5-moe": 1.1,
+    "mixtral-8x7b": 1.2,
+    "235b": 1.7,
+    "deepseek-v3": 2.3,
+    "8x22b": 1.5,
+    "maverick": 1.9,
+}
 
 
 @dataclass

@@ -46,7 +46,7 @@ from typing import Any
 
 from benchmarks.paths import KERNEL_RESULTS
 from kernels.config_files import file_device_name
-from kernels.dispatch import DISPATCH_FILE, parse_row
+from kernels.dispatch import DISPATCH_FILE, parse_row, token_ranges
 from kernels.shapes import KernelShape, shape_by_key
 
 DEFAULT_CSV = KERNEL_RESULTS / "h200_fused_moe.csv"
@@ -84,19 +84,6 @@ def _shared_speedup(row: dict[str, str], ours: float, vllm_m1: float | None) -> 
     if ours_shared is not None and vllm_shared is not None:
         return vllm_shared / ours_shared
     return vllm_m1 / ours if vllm_m1 is not None else 0.0
-
-
-def token_ranges(wins: list[tuple[int, bool]]) -> list[list[int]]:
-    """Merge winning M values that are neighbours in the measured grid into inclusive [lo, hi] ranges."""
-    ranges: list[list[int]] = []
-    previous_won = False
-    for m, won in sorted(wins):
-        if won and previous_won:
-            ranges[-1][1] = m
-        elif won:
-            ranges.append([m, m])
-        previous_won = won
-    return ranges
 
 
 def build_table(csv_path: Path, min_speedup: float) -> dict[str, Any]:

@@ -12,11 +12,14 @@ and the chunk size.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from entrypoint.model.types import ModelDescription
+from entrypoint.model.types import ModelDescription, MoEShape, Quantization
 from entrypoint.resolve.engine_args import EngineArgs
+from entrypoint.resolve.plan import Plan
 from entrypoint.resolve.tuned_configs import tuned_file_name
+from entrypoint.utils.argv import flag_value
 from kernels.config_files import M_GRID
 from kernels.shapes import BLOCK_FP8, KernelShape, ModelMoE
 
@@ -69,12 +72,21 @@ def batch_sizes(engine: EngineArgs) -> tuple[tuple[int, ...], tuple[int, ...]]:
 def tune_target(model: ModelDescription, engine: EngineArgs, gpu_name: str) -> TuneTarget:
     """The tile file the plan's Triton MoE kernel reads on this GPU, and the M values to tune it at. The caller checks
     that the plan runs vLLM's Triton MoE on an FP8 MoE checkpoint (the only case the tiles matter)."""
-    moe = model.moe
-    if moe is None or not model.quantization.is_fp8:
-        raise ValueError(f"{model.source}: tuning needs an FP8 MoE checkpoint")
-    block = model.quantization.block_shape
+    return _target(model.source, model.moe, model.quantization, engine, gpu_name)
+
+
+def plan_tune_target(plan: Plan, gpu_name: str) -> TuneTarget:
+    """tune_target for what a plan runs: its model's MoE shape and quantisation, its argv's split and batch sizes."""
+    info = plan.model_info
+    return _target(info.source or plan.model, info.moe, plan.quantization, plan_engine_sizes(plan.vllm_args), gpu_name)
+
+
+def _target(source: str, moe: MoEShape | None, quant: Quantization, engine: EngineArgs, gpu_name: str) -> TuneTarget:
+    if moe is None or not quant.is_fp8:
+        raise ValueError(f"{source}: tuning needs an FP8 MoE checkpoint")
+    block = quant.block_shape
     experts = ModelMoE(
-        name=model.source,
+        name=source,
         hidden=moe.hidden_size,
         expert_width=moe.expert_intermediate_size,
         experts=moe.num_experts,
@@ -88,3 +100,18 @@ def tune_target(model: ModelDescription, engine: EngineArgs, gpu_name: str) -> T
     decode, prefill = batch_sizes(engine)
     name = tuned_file_name(shape.e, shape.n, gpu_name, "fp8_w8a8", block)
     return TuneTarget(shape, name, decode, prefill)
+
+
+def plan_engine_sizes(vllm_args: Sequence[str]) -> EngineArgs:
+    """The split and batch sizes a plan's argv gives vLLM (what the tune must cover); vLLM's defaults where absent."""
+    values = {}
+    for flag, key in (("--max-num-batched-tokens", "max_num_batched_tokens"),):
+        if (value := flag_value(vllm_args, flag)) is not None:
+            values[key] = value
+    seqs = flag_value(vllm_args, "--max-num-seqs")
+    return EngineArgs(
+        values=values,
+        tensor_parallel_size=int(flag_value(vllm_args, "--tensor-parallel-size") or 1),
+        expert_parallel="--enable-expert-parallel" in vllm_args,
+        max_num_seqs=int(seqs) if seqs else None,
+    )

@@ -120,6 +120,8 @@ def test_engine_args_and_timeouts_are_parsed_as_values() -> None:
         ("deepseek-v3-fp8-block", 256, 2048, 8, (128, 128), 61),
         ("mixtral-8x22b-fp8-static", 8, 16384, 2, None, 56),
         ("llama-4-maverick-fp8", 128, 8192, 1, None, 48),
+        ("glm-4.5-air-fp8-static", 128, 1408, 8, None, 46),
+        ("phi-3.5-moe-fp8-static", 16, 6400, 2, None, 32),
     ],
 )
 def test_bundled_configs_have_the_real_moe_shapes(

@@ -1,0 +1,96 @@
+"""The tuner's GPU side: vLLM's incumbent tile, a tile's time, and our kernel against vLLM's at one M.
+
+Needs an NVIDIA GPU and vLLM (the image). Every candidate tile of a shape is compiled ahead of time in a process pool
+(kernels/aot.py, no GPU work) before the first is timed, so timing only loads cubins; without it each candidate's
+first launch would JIT-compile for 1-3 s inside the budget. One shape's weights live on the GPU at a time.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+
+from kernels import aot
+from kernels.config_files import Tile
+from kernels.shapes import KernelShape
+from kernels.tuning import moe_harness
+from kernels.tuning.dispatch_rows import KernelPair
+from kernels.tuning.timer import graph_us
+
+
+class GpuBench:
+    """What kernels/tuning/search.Tuner and the dispatch check measure with, on this process's GPU."""
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.pool = aot.CompilePool(workers or os.cpu_count() or 1)
+        self._shipped: dict[str, dict[int, Tile] | None] = {}
+        self._incumbents: dict[tuple[str, int], Tile] = {}
+        self._problem: moe_harness.MoEProblem | None = None
+        self._timers: dict[tuple[int, str], moe_harness.GraphTimer] = {}
+
+    def incumbent_for(self, shape: KernelShape, m: int) -> Tile:
+        """vLLM's tile for (shape, M) without our files: its shipped file's entry, else its default heuristic."""
+        if shape.key not in self._shipped:
+            self._shipped[shape.key] = moe_harness.vllm_shipped_table(shape)
+        key = (shape.key, m)
+        if key not in self._incumbents:
+            self._incumbents[key] = moe_harness.incumbent_tile(shape, m, self._shipped[shape.key])
+        return self._incumbents[key]
+
+    def precompile(self, shape: KernelShape, tiles_for: Callable[[int], Iterable[Tile]], ms: Iterable[int]) -> int:
+        """Compile every candidate's kernel variants (vLLM's functional and shared GEMM paths); returns the count."""
+        cases = [aot.Case.of(shape, m, t) for m in ms for t in tiles_for(m)]
+        return aot.wait_all(self.pool.submit(cases, paths=("functional", "both")), f"compile {shape.key}")
+
+    def problem(self, shape: KernelShape) -> moe_harness.MoEProblem:
+        if self._problem is None or self._problem.shape != shape:
+            self._problem, self._timers = None, {}
+            self._problem = moe_harness.MoEProblem(shape)
+        return self._problem
+
+    def _timer(self, shape: KernelShape, m: int, routing: str) -> moe_harness.GraphTimer:
+        problem = self.problem(shape)
+        if (m, routing) not in self._timers:
+            self._timers[(m, routing)] = moe_harness.GraphTimer(problem, m, routing)
+        return self._timers[(m, routing)]
+
+    def measure(self, shape: KernelShape, m: int, tile: Tile, batches: int) -> float:
+        """µs per call of vLLM's fused_experts with ``tile`` forced, uniform routing (vLLM's tuner's)."""
+        return self._timer(shape, m, "uniform").measure(tile, batches=batches)
+
+    def pair(self, shape: KernelShape, m: int, tile: Tile) -> KernelPair:
+        """Our kernel (its shipped default config) against vLLM's with ``tile``, on the same weights and routings."""
+        timed = {routing: self._ours_and_vllm(shape, m, tile, routing) for routing in ("uniform", "hot")[: 1 + (m > 1)]}
+        ours, vllm = timed["uniform"]
+        hot = timed.get("hot", (None, None))
+        return KernelPair(m, ours, vllm, hot[0], hot[1])
+
+    def _ours_and_vllm(self, shape: KernelShape, m: int, tile: Tile, routing: str) -> tuple[float, float]:
+        from ops.fused_moe_fp8 import fused_moe_fp8
+
+        problem = self.problem(shape)
+        timer = self._timer(shape, m, routing)
+        act = "silu" if shape.model.gated else "relu2"
+
+        def ours() -> None:
+            for x, w, ids in timer.batch:
+                fused_moe_fp8(x, problem.w1, problem.w2, w, ids, **problem.scales, activation=act)
+
+        return graph_us(ours, calls=len(timer.batch)), timer.measure(tile)
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def device_name() -> str:
+    import torch
+
+    return torch.cuda.get_device_name(0)
+
+
+def gpu_visible() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
