@@ -14,7 +14,7 @@ the same inputs always give the same plan and every case is a table row in the t
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from entrypoint.config.moe import MoeBackend
 from entrypoint.config.settings import Settings
@@ -22,9 +22,11 @@ from entrypoint.model.types import ModelDescription, WeightDtype
 from entrypoint.resolve.backend_switch import render_backend_switch, validate_user_backend
 from entrypoint.resolve.backends import backend_support, fp8_block_split, fp8_scheme, predict_vllm_auto
 from entrypoint.resolve.cpu_engine import cpu_engine_args
+from entrypoint.resolve.cpu_parallel import CpuHost, cpu_parallel
 from entrypoint.resolve.engine_args import EngineArgs, build_engine_args
 from entrypoint.resolve.gpu_types import GpuInventory
 from entrypoint.resolve.moe_kernel import PLUGINS_ENV, KernelContext, choose_moe_kernel
+from entrypoint.resolve.multinode import NodePlan, plan_node
 from entrypoint.resolve.plan import Plan, PlanModel, PlanQuantization
 from entrypoint.resolve.rules import RuleContext, first_matching_rule
 from entrypoint.resolve.tuned_configs import TunedConfigIndex, tuned_config_env
@@ -162,6 +164,21 @@ def _check_block_fp8_split(
     )
 
 
+def _cpu_parallel(
+    settings: Settings, engine: EngineArgs, node: NodePlan, host: CpuHost | None, environ: Mapping[str, str]
+) -> tuple[dict[str, str], tuple[str, ...]]:
+    """The CPU engine's binding and shared-memory check for its worker processes (entrypoint.resolve.cpu_parallel)."""
+    pipeline = int(engine.values.get("pipeline_parallel_size", "1"))
+    ranks = engine.tensor_parallel_size * pipeline * node.dp_local
+    if engine.tensor_parallel_size > 1 or node.dp_size <= 1:
+        name = "tensor_parallel_degree" if "tensor_parallel_degree" in settings.options else "tensor_parallel_size"
+        value = str(engine.tensor_parallel_size)
+    else:
+        name, value = "data_parallel_size", str(node.dp_size)
+    found = cpu_parallel(ranks, node.dp_size, engine.expert_parallel, host, environ, settings.option_label(name), value)
+    return found.env, found.reasons
+
+
 def resolve(
     settings: Settings,
     model: ModelDescription,
@@ -173,8 +190,12 @@ def resolve(
     dispatch: DispatchTable | None = None,
     context_reasons: tuple[str, ...] = (),
     plugin_installed: bool | None = None,
+    host: CpuHost | None = None,
 ) -> Plan:
-    """Decide the vLLM command line. Raises ConfigError for anything vLLM would refuse later."""
+    """Decide the vLLM command line. Raises ConfigError for anything vLLM would refuse later.
+
+    `host`: the CPUs and /dev/shm this process sees (entrypoint.inputs.host), for the CPU engine's workers; None plans
+    no CPU binding and checks no shared memory."""
     environ = environ or {}
     if gpus.is_cpu and model.quantization.weight_dtype in _CPU_REFUSED_WEIGHTS:
         raise ConfigError(
@@ -208,17 +229,25 @@ def resolve(
     reasons.append(kernel.reason)
     reasons += _environment_checks(model, caps, environ)
 
+    node = plan_node(settings, engine, gpus, environ)
+    reasons += node.reasons
     extra_args: list[str] = []
     if gpus.is_cpu:
         extra_args, cpu_reasons = cpu_engine_args(engine, caps)
         reasons += cpu_reasons
-    warmup, warmup_reason = warmup_env(settings, gpus, engine)
+        parallel_env, parallel_reasons = _cpu_parallel(settings, engine, node, host, environ)
+        env.update(parallel_env)
+        reasons += parallel_reasons
+    # the warm-up counts the API servers of every data-parallel engine, also those the node role added
+    counted = replace(engine, values={**engine.values, "data_parallel_size": str(node.dp_size)})
+    warmup, warmup_reason = warmup_env(settings, gpus, counted, headless=node.headless)
     env.update(warmup)
     reasons.append(warmup_reason)
 
     vllm_args = (
         settings.model,
         *engine.args,
+        *node.args,
         *switch.args,
         *extra_args,
         "--host",
@@ -244,4 +273,5 @@ def resolve(
         reasons=tuple(reasons),
         ignored_options=tuple(engine.ignored),
         fetch_model=settings.model.startswith("s3://"),
+        node_role=node.role.value,
     )

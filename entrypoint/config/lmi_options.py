@@ -107,6 +107,12 @@ LMI_OPTIONS: tuple[LmiOption, ...] = (
         "`off` / `false`: the server sends the compile-cache bake's requests to itself before `/ping` answers 200, so "
         "kernels vLLM compiles on first use compile during the start, not under the first users' requests",
     ),
+    LmiOption(
+        "node_role",
+        "`--headless` and the `--data-parallel-*` flags of one node",
+        notes="`auto` (a LeaderWorkerSet's `LWS_*` variables when set, else one node), `single`, `head` (`leader`) "
+        "or `worker` (`headless`): multi-node data parallel, docs/deployment.md",
+    ),
 )
 
 # SageMaker / TGI environment names → LMI option key, used only when the LMI key is unset.
@@ -136,8 +142,9 @@ DTYPE_NAMES: dict[str, str] = {
 }
 
 # Options this container interprets itself (never passed through verbatim): typed fields of Settings, values in
-# entrypoint.config.moe and .warmup (option.moe_kernel=project: ops.fused_moe_fp8 through entrypoint.moe_plugin).
-PROJECT_OPTIONS: frozenset[str] = frozenset({"moe_backend", "moe_kernel", "warmup"})
+# entrypoint.config.moe, .warmup and .node_role (option.moe_kernel=project: ops.fused_moe_fp8 through
+# entrypoint.moe_plugin).
+PROJECT_OPTIONS: frozenset[str] = frozenset({"moe_backend", "moe_kernel", "warmup", "node_role"})
 
 # Engine/frontend arguments the entrypoint owns: the bind address comes from SageMaker's contract,
 # the middleware is what makes /invocations speak LMI.
@@ -145,6 +152,7 @@ RESERVED_ARGS: dict[str, str] = {
     "host": "the container binds 0.0.0.0 (serve --host to change it for local runs)",
     "port": "SageMaker fixes the port: set SAGEMAKER_BIND_TO_PORT instead",
     "middleware": "the LMI middleware is always installed by the entrypoint",
+    "headless": "set option.node_role=worker: it adds --headless with the data-parallel flags a worker needs",
 }
 
 # Legacy LMI option keys that are not vLLM engine arguments: accepted (old serving.properties

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from entrypoint.config.lmi_options import CUDA_GRAPHS_ENV, ENV_ALIASES, ENV_SERVER_ALIASES, PROJECT_OPTIONS
 from entrypoint.config.moe import MoeBackend, MoeKernel, parse_moe_backend, parse_moe_kernel
+from entrypoint.config.node_role import NodeRole, parse_node_role
 from entrypoint.config.warmup import Warmup, parse_warmup
 from entrypoint.utils.errors import ConfigError
 
@@ -48,6 +49,7 @@ class Settings(BaseModel):
     moe_backend: MoeBackend = MoeBackend.AUTO  # option.moe_backend
     moe_kernel: MoeKernel = MoeKernel.AUTO  # option.moe_kernel
     warmup: Warmup = Warmup.AUTO  # option.warmup
+    node_role: NodeRole = NodeRole.AUTO  # option.node_role
     properties_path: str | None = None
     host: str = "0.0.0.0"
     port: int = DEFAULT_PORT
@@ -73,6 +75,7 @@ class Settings(BaseModel):
             moe_backend=parse_moe_backend(options.get("moe_backend"), label("moe_backend")),
             moe_kernel=parse_moe_kernel(options.get("moe_kernel"), label("moe_kernel")),
             warmup=parse_warmup(options.get("warmup"), label("warmup")),
+            node_role=parse_node_role(options.get("node_role"), label("node_role")),
             **fields,
         )
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from entrypoint.config.settings import load_settings
 from entrypoint.config_resolver import resolve
+from entrypoint.inputs.host import probe_cpu_host
 from entrypoint.model.describe import describe_model
 from entrypoint.model.sources import read_model_configs
 from entrypoint.moe_plugin import entry_point_installed
@@ -98,4 +99,6 @@ def build_plan(
         plugin_installed=(
             entry_point_installed() if check_plugin_installed and caps.source.startswith("installed:") else None
         ),
+        # the CPU engine's workers bind CPUs and share /dev/shm of the machine that runs them: this one
+        host=probe_cpu_host() if gpus.is_cpu else None,
     )

@@ -61,6 +61,7 @@ class Plan(BaseModel):
     reasons: tuple[str, ...] = ()  # one line per automatic decision
     ignored_options: tuple[str, ...] = ()  # legacy LMI keys accepted but not passed to vLLM
     fetch_model: bool = False  # True when serve must download the model before exec
+    node_role: str = "single"  # single, head or worker (entrypoint.resolve.multinode); a worker runs --headless
 
     def redacted(self) -> Plan:
         """This plan as it may be shown: secret flag and env values (--api-key, HF_TOKEN) are ***.

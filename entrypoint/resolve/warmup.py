@@ -25,12 +25,22 @@ def api_servers(engine: EngineArgs) -> int:
     return int(engine.values.get("data_parallel_size", "1"))
 
 
-def warmup_env(settings: Settings, gpus: GpuInventory, engine: EngineArgs) -> tuple[dict[str, str], str]:
-    """(environment for the server, one reason line)."""
+def warmup_env(
+    settings: Settings, gpus: GpuInventory, engine: EngineArgs, *, headless: bool = False
+) -> tuple[dict[str, str], str]:
+    """(environment for the server, one reason line). `headless`: a worker node, which runs no API server."""
     servers = api_servers(engine)
     off = {WARMUP_ENV: "off"}  # said either way: the plan's value beats one left in the container's environment
     if settings.warmup is Warmup.OFF:
         return off, "warmup: off (option.warmup)"
+    if headless:
+        if settings.warmup is Warmup.ON:
+            raise ConfigError(
+                settings.option_label("warmup"), settings.warmup.value,
+                "a worker node (node_role=worker) runs vLLM headless, with no API server to send requests to; the "
+                "head warms every engine up through its own", "off or auto on a worker",
+            )  # fmt: skip
+        return off, "warmup: off (auto: node_role=worker runs headless, no API server; the head warms up)"
     if settings.warmup is Warmup.ON:
         if servers > 1:
             raise ConfigError(

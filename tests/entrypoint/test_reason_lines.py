@@ -30,6 +30,8 @@ OPTION_SETS = (
     {"OPTION_WARMUP": "on", "TENSOR_PARALLEL_DEGREE": "1", "OPTION_TENSOR_PARALLEL_DEGREE": "1"},
     {"OPTION_QUANTIZE": "fp8"},
     {"VLLM_USE_FLASHINFER_MOE_FP8": "1", "VLLM_TUNED_CONFIG_FOLDER": "/tuned"},
+    {"OPTION_TENSOR_PARALLEL_DEGREE": "2"},  # the CPU engine's binding and shared memory lines
+    {"LWS_LEADER_ADDRESS": "10.0.0.1", "LWS_GROUP_SIZE": "2", "LWS_WORKER_INDEX": "1"},  # a worker node's lines
 )
 FIXTURES = sorted(path.name for path in FIXTURE_MODELS.iterdir() if (path / "config.json").is_file())
 
