@@ -22,7 +22,7 @@ from entrypoint.model.types import ModelDescription, WeightDtype
 from entrypoint.resolve.backend_switch import render_backend_switch, validate_user_backend
 from entrypoint.resolve.backends import backend_support, fp8_block_split, fp8_scheme, predict_vllm_auto
 from entrypoint.resolve.cpu_engine import cpu_engine_args
-from entrypoint.resolve.cpu_parallel import CpuHost, cpu_parallel
+from entrypoint.resolve.cpu_parallel import CpuHost, cpu_parallel, refuse_moe_data_parallel
 from entrypoint.resolve.engine_args import EngineArgs, build_engine_args
 from entrypoint.resolve.gpu_types import GpuInventory
 from entrypoint.resolve.moe_kernel import PLUGINS_ENV, KernelContext, choose_moe_kernel
@@ -165,9 +165,18 @@ def _check_block_fp8_split(
 
 
 def _cpu_parallel(
-    settings: Settings, engine: EngineArgs, node: NodePlan, host: CpuHost | None, environ: Mapping[str, str]
+    settings: Settings,
+    model: ModelDescription,
+    engine: EngineArgs,
+    node: NodePlan,
+    host: CpuHost | None,
+    environ: Mapping[str, str],
 ) -> tuple[dict[str, str], tuple[str, ...]]:
     """The CPU engine's binding and shared-memory check for its worker processes (entrypoint.resolve.cpu_parallel)."""
+    if model.is_moe and node.dp_size > 1:
+        from_option = "data_parallel_size" in engine.values
+        dp_key = settings.option_label("data_parallel_size") if from_option else "LWS_GROUP_SIZE"
+        refuse_moe_data_parallel(node.dp_size, dp_key)
     pipeline = int(engine.values.get("pipeline_parallel_size", "1"))
     ranks = engine.tensor_parallel_size * pipeline * node.dp_local
     if engine.tensor_parallel_size > 1 or node.dp_size <= 1:
@@ -235,7 +244,7 @@ def resolve(
     if gpus.is_cpu:
         extra_args, cpu_reasons = cpu_engine_args(engine, caps)
         reasons += cpu_reasons
-        parallel_env, parallel_reasons = _cpu_parallel(settings, engine, node, host, environ)
+        parallel_env, parallel_reasons = _cpu_parallel(settings, model, engine, node, host, environ)
         env.update(parallel_env)
         reasons += parallel_reasons
     # the warm-up counts the API servers of every data-parallel engine, also those the node role added

@@ -96,6 +96,19 @@ def shm_needed_mib(bound_cpus: int) -> int:
     return SHM_RING_MIB + SHM_PER_THREAD_MIB * bound_cpus
 
 
+def refuse_moe_data_parallel(dp_size: int, dp_key: str) -> None:
+    """vLLM 0.32's CPU engine starts a MoE model data-parallel, then fails its first request: the MoE layers' DP
+    dispatch calls all_gatherv, which CpuCommunicator does not implement (DeviceCommunicatorBase raises
+    NotImplementedError, vllm/distributed/device_communicators/base_device_communicator.py). vLLM's own CPU CI runs
+    data parallel on a dense model only."""
+    raise ConfigError(
+        dp_key, str(dp_size),
+        "vLLM 0.32's CPU engine cannot run a MoE model data-parallel: its CPU communicator lacks all_gatherv, which "
+        "the MoE layers' data-parallel dispatch needs (/ping says 200, then every request fails); docs/deployment.md",
+        "1 on the CPU engine (tensor_parallel_degree works), or NVIDIA GPUs",
+    )  # fmt: skip
+
+
 def cpu_parallel(
     ranks: int,
     dp_size: int,

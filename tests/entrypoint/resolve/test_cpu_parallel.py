@@ -32,6 +32,7 @@ TINY_MOE = ModelDescription(
     source="tiny", architectures=("Qwen3MoeForCausalLM",),
     moe=MoEShape(num_experts=8, top_k=2, hidden_size=128, expert_intermediate_size=64),
 )  # fmt: skip
+DENSE = ModelDescription(source="tiny-dense", architectures=("Qwen3ForCausalLM",))
 BIG_SHM = CpuHost(cpus=tuple(range(16)), shm_free_bytes=4096 * MIB)
 KEY, VALUE = "option.tensor_parallel_degree", "2"
 
@@ -112,9 +113,8 @@ def test_expert_parallel_is_refused_on_the_cpu_engine_whatever_the_size() -> Non
 # ------------------------------------------------------------------------------------ through the resolver
 
 
-def plan(options: dict[str, str], host: CpuHost | None, environ: dict[str, str] | None = None):
-    settings = Settings.from_options(options)
-    return resolve(settings, TINY_MOE, simulate_gpus("cpu"), CAPS, environ=environ or {}, host=host)
+def plan(options: dict[str, str], host: CpuHost | None, model: ModelDescription = TINY_MOE):
+    return resolve(Settings.from_options(options), model, simulate_gpus("cpu"), CAPS, host=host)
 
 
 def test_tp2_on_the_cpu_engine_plans_the_binding() -> None:
@@ -127,13 +127,20 @@ def test_tp2_with_dockers_default_shm_exits_with_the_shm_size_hint() -> None:
         plan({"tensor_parallel_degree": "2"}, CpuHost(cpus=(0, 1), shm_free_bytes=64 * MIB))
 
 
-def test_data_parallel_counts_local_engines_times_tp() -> None:
+def test_data_parallel_of_a_dense_model_counts_local_engines_times_tp() -> None:
     host = CpuHost(cpus=tuple(range(8)), shm_free_bytes=4096 * MIB)
-    found = plan({"tensor_parallel_degree": "2", "data_parallel_size": "2"}, host)
+    found = plan({"tensor_parallel_degree": "2", "data_parallel_size": "2"}, host, DENSE)
     assert found.env[BIND_ENV] == "0|1|2|3"  # vLLM slices DP x TP entries by the local DP rank
     with pytest.raises(ConfigError) as err:
-        plan({"data_parallel_size": "4"}, CpuHost(cpus=(0, 1), shm_free_bytes=4096 * MIB))
-    assert err.value.key == "option.data_parallel_size"
+        plan({"data_parallel_size": "4"}, CpuHost(cpus=(0, 1), shm_free_bytes=4096 * MIB), DENSE)
+    assert err.value.key == "option.data_parallel_size" and "4 ranks" in err.value.reason
+
+
+def test_data_parallel_of_a_moe_model_is_refused_on_the_cpu_engine() -> None:
+    # seen in the image: head + headless worker started, /ping 200, then NotImplementedError from all_gatherv
+    with pytest.raises(ConfigError) as err:
+        plan({"data_parallel_size": "2"}, BIG_SHM)
+    assert err.value.key == "option.data_parallel_size" and "all_gatherv" in err.value.reason
 
 
 def test_the_probe_reads_this_process_affinity_and_shm() -> None:

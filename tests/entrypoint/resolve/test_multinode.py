@@ -146,12 +146,14 @@ TINY_MOE = ModelDescription(
     source="tiny", architectures=("Qwen3MoeForCausalLM",),
     moe=MoEShape(num_experts=8, top_k=2, hidden_size=128, expert_intermediate_size=64),
 )  # fmt: skip
+# vLLM 0.32's CPU engine runs data parallel on dense models only (entrypoint.resolve.cpu_parallel)
+DENSE = ModelDescription(source="tiny-dense", architectures=("Qwen3ForCausalLM",))
 
 
 def test_a_cpu_worker_plan_is_headless_bound_and_warms_nothing_up() -> None:
     settings = Settings.from_options({"tensor_parallel_degree": "2"})
     host = CpuHost(cpus=(0, 1, 2, 3), shm_free_bytes=1024 * MIB)
-    found = resolve(settings, TINY_MOE, simulate_gpus("cpu"), CAPS, environ={**LWS, "LWS_WORKER_INDEX": "1"}, host=host)
+    found = resolve(settings, DENSE, simulate_gpus("cpu"), CAPS, environ={**LWS, "LWS_WORKER_INDEX": "1"}, host=host)
     assert found.node_role == "worker"
     args = found.vllm_args
     assert HEADLESS in args and args[args.index("--data-parallel-start-rank") + 1] == "1"
@@ -160,4 +162,16 @@ def test_a_cpu_worker_plan_is_headless_bound_and_warms_nothing_up() -> None:
     with pytest.raises(ConfigError, match="headless"):
         resolve(Settings.from_options({"warmup": "on", "node_role": "worker", "data_parallel_size": "2",
                                        "data_parallel_address": "h", "data_parallel_start_rank": "1"}),
-                TINY_MOE, simulate_gpus("cpu"), CAPS, host=host)  # fmt: skip
+                DENSE, simulate_gpus("cpu"), CAPS, host=host)  # fmt: skip
+
+
+def test_a_moe_worker_on_the_cpu_engine_is_refused_naming_the_lws_size() -> None:
+    with pytest.raises(ConfigError) as err:
+        resolve(Settings(), TINY_MOE, simulate_gpus("cpu"), CAPS, environ={**LWS, "LWS_WORKER_INDEX": "1"})
+    assert err.value.key == "LWS_GROUP_SIZE" and "all_gatherv" in err.value.reason
+
+
+def test_on_gpus_a_moe_worker_plan_is_made() -> None:
+    found = resolve(Settings(), TINY_MOE, H200, CAPS, environ={**LWS, "LWS_WORKER_INDEX": "1"})
+    assert found.node_role == "worker" and HEADLESS in found.vllm_args
+    assert "--data-parallel-start-rank" in found.vllm_args and "VLLM_CPU_OMP_THREADS_BIND" not in found.env
