@@ -97,6 +97,23 @@ def run_vllm_cli(args: list[str]) -> int:
     return exit_code()
 
 
+# Where serve writes the node's role (single, head, worker) at each start, for docker/healthcheck.sh: a worker runs
+# vLLM headless, with no HTTP server, so the image's health check looks at its engine processes instead of /ping.
+ROLE_FILE_ENV = "MOE_SERVING_ROLE_FILE"
+DEFAULT_ROLE_FILE = "/tmp/moe-serving/node-role"
+
+
+def write_role_file(plan: Plan, environ: Mapping[str, str]) -> str:
+    """Record the plan's node role where the health check reads it; the log line says where (or why not)."""
+    path = Path(environ.get(ROLE_FILE_ENV) or DEFAULT_ROLE_FILE)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(plan.node_role + "\n")
+    except OSError as exc:
+        return f"node role: {plan.node_role}, not recorded for the health check ({exc}; docs/deployment.md#multi-node)"
+    return f"node role: {plan.node_role}, recorded in {path} for the health check (docs/deployment.md#multi-node)"
+
+
 # Set by the image (Dockerfile, base stage): which engine it carries.
 FLAVOUR_ENV = "MOE_SERVING_FLAVOUR"
 
@@ -124,6 +141,7 @@ def serve_main(ns: argparse.Namespace) -> NoReturn:
         log.info("%s", line)
     argv = vllm_command(plan)
     env = vllm_environment(plan, os.environ)
+    log.info("%s", write_role_file(plan, env))
     log.info("%s", seed(plan, env))
     # after the compile-cache layer, which is seeded only into an empty VLLM_CACHE_ROOT (and holds these entries)
     log.info("%s", model_info.seed(env))

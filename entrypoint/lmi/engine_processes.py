@@ -9,6 +9,11 @@ the kill, in CI), then a zombie, then gone. So the middleware remembers the serv
 time it looks, and from then on one that is missing, a zombie, exiting or with SIGKILL pending means the engine is
 dead. Where the engine is not a child of this process (a launcher that starts it
 elsewhere), nothing is seen and vLLM's own check is the only one, as before.
+
+With tensor parallel (more than one worker), the workers are the EngineCore's children ("VLLM::Worker_TP1"), and
+vLLM's EngineCore reports a dead worker only after its executor's shutdown has waited for the others (about 4 s
+seen in the image test, tests/image/test_two_workers.py): /ping answered 200 all that time. So the roll also holds
+the workers of each engine, and a dying worker counts as a dead engine.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from pathlib import Path
 
 # vLLM names its engine process "VLLM::EngineCore" (setproctitle); /proc/PID/comm keeps 15 characters.
 ENGINE_COMM = "VLLM::EngineCor"
+# ... and its worker processes "VLLM::Worker", "VLLM::Worker_TP1" (vllm/v1/executor/multiproc_executor.py).
+WORKER_COMM = "VLLM::Worker"
 
 
 PF_EXITING = 0x4  # include/linux/sched.h: set by do_exit() before the address space is torn down
@@ -49,19 +56,20 @@ def _sigkill_pending(pid: int, proc: Path) -> bool:
     return False
 
 
-def is_dying(pid: int, proc: Path = Path("/proc")) -> bool:
-    """True when the EngineCore `pid` is gone, a zombie, exiting, renamed, or has SIGKILL pending."""
+def is_dying(pid: int, proc: Path = Path("/proc"), comm_prefix: str = ENGINE_COMM) -> bool:
+    """True when the EngineCore (or worker: `comm_prefix`) `pid` is gone, a zombie, exiting, renamed, or has SIGKILL
+    pending."""
     fields = _stat_fields(pid, proc)
     if fields is None:
         return True
     comm, state, flags = fields
-    if state in ("Z", "X") or flags & PF_EXITING or not comm.startswith(ENGINE_COMM):
+    if state in ("Z", "X") or flags & PF_EXITING or not comm.startswith(comm_prefix):
         return True
     return _sigkill_pending(pid, proc)
 
 
-def engine_children(pid: int, proc: Path = Path("/proc")) -> set[int]:
-    """PIDs of the vLLM EngineCore processes among `pid`'s children (of any of its threads)."""
+def engine_children(pid: int, proc: Path = Path("/proc"), comm_prefix: str = ENGINE_COMM) -> set[int]:
+    """PIDs of the vLLM EngineCore processes (or workers: `comm_prefix`) among `pid`'s children (of any thread)."""
     children: set[int] = set()
     try:
         tasks = list((proc / str(pid) / "task").iterdir())
@@ -74,7 +82,7 @@ def engine_children(pid: int, proc: Path = Path("/proc")) -> set[int]:
             continue
         for child in map(int, pids):
             fields = _stat_fields(child, proc)
-            if fields is not None and fields[0].startswith(ENGINE_COMM):
+            if fields is not None and fields[0].startswith(comm_prefix):
                 children.add(child)
     return children
 
@@ -83,15 +91,21 @@ class EngineProcesses:
     def __init__(self, proc: Path = Path("/proc"), pid: int | None = None) -> None:
         self.proc = proc
         self.pid = os.getpid() if pid is None else pid
-        self.seen: set[int] | None = None
+        self.seen: set[int] | None = None  # the engines
+        self.workers: set[int] = set()  # their worker processes, where the engine runs more than one
 
     def take_roll(self) -> None:
-        """Remember the engine processes running now (the middleware calls it at server start, when they exist)."""
+        """Remember the engine processes and their workers running now (the middleware calls it at server start, when
+        they exist)."""
         self.seen = engine_children(self.pid, self.proc)
+        self.workers = {w for engine in self.seen for w in engine_children(engine, self.proc, WORKER_COMM)}
 
     def dead(self) -> bool:
-        """True once an engine process on the roll is dying (is_dying). With none on it yet, takes the roll."""
+        """True once an engine process or a worker on the roll is dying (is_dying). With none on it yet, takes the
+        roll."""
         if not self.seen:
             self.take_roll()
             return False
-        return any(is_dying(pid, self.proc) for pid in self.seen)
+        return any(is_dying(pid, self.proc) for pid in self.seen) or any(
+            is_dying(pid, self.proc, WORKER_COMM) for pid in self.workers
+        )

@@ -179,6 +179,36 @@ def test_healthcheck_pings_the_port_sagemaker_binds(ping_server):
     assert run(check, env={"SAGEMAKER_BIND_TO_PORT": str(closed)}).returncode == 1
 
 
+# A process whose /proc/PID/comm is vLLM's engine title, as a headless worker's EngineCore has it (prctl PR_SET_NAME).
+FAKE_ENGINE = (
+    "import ctypes, sys, time; ctypes.CDLL(None).prctl(15, b'VLLM::EngineCore', 0, 0, 0); "
+    "print('ready', flush=True); time.sleep(60)"
+)
+
+
+def test_healthcheck_of_a_headless_worker_looks_for_its_engine_not_ping(ping_server, tmp_path):
+    server, port = ping_server
+    role = tmp_path / "node-role"
+    env = {"SAGEMAKER_BIND_TO_PORT": str(port), "MOE_SERVING_ROLE_FILE": str(role)}
+    check = ["bash", str(DOCKER / "healthcheck.sh")]
+    server.RequestHandlerClass.status = 503  # a worker has no /ping: whatever answers there does not count
+    role.write_text("head\n")
+    assert run(check, env=env).returncode == 1  # head and single nodes are judged by /ping
+    role.write_text("worker\n")
+    # no engine process yet on this machine (none named so), so the worker is not healthy
+    others = [p for p in Path("/proc").glob("[0-9]*/comm") if p.read_text(errors="replace").startswith("VLLM::")]
+    if not others:
+        result = run(check, env=env)
+        assert result.returncode == 1 and "no vLLM EngineCore process" in result.stderr
+    engine = subprocess.Popen([sys.executable, "-c", FAKE_ENGINE], stdout=subprocess.PIPE, text=True)
+    try:
+        assert engine.stdout is not None and engine.stdout.readline().strip() == "ready"
+        assert run(check, env=env).returncode == 0
+    finally:
+        engine.kill()
+        engine.wait()
+
+
 @pytest.mark.parametrize("script", ["image_test.sh", "build_image.sh", "install_deps.sh"])
 def test_an_unknown_flavour_is_refused_before_anything_runs(script, tmp_path):
     args = ["gpu", str(tmp_path / "pyproject.toml")] if script == "install_deps.sh" else ["gpu", "moe-serving:test"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -9,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from entrypoint.lmi.engine_processes import ENGINE_COMM, EngineProcesses
+from entrypoint.lmi.engine_processes import ENGINE_COMM, WORKER_COMM, EngineProcesses
 
 NAMED_CHILD = f"open('/proc/self/comm', 'w').write({'VLLM::EngineCore'!r}); import time; time.sleep(120)"
 
@@ -91,3 +92,39 @@ def test_other_children_are_not_engines_and_without_engines_nothing_is_ever_dead
     finally:
         other.kill()
         other.wait()
+
+
+# An engine with two workers, as vLLM's CPU or GPU engine at tensor_parallel_degree=2: the workers are its children.
+ENGINE_WITH_WORKERS = (
+    "import subprocess, sys, time; open('/proc/self/comm', 'w').write('VLLM::EngineCore'); "
+    "code = \"import sys, time; open('/proc/self/comm', 'w').write(sys.argv[1]); time.sleep(120)\"; "
+    "workers = [subprocess.Popen([sys.executable, '-c', code, f'VLLM::Worker_TP{r}']) for r in (0, 1)]; "
+    "print(' '.join(str(w.pid) for w in workers), flush=True); time.sleep(120)"
+)
+
+
+def test_a_killed_worker_of_the_engine_is_a_dead_engine_at_once() -> None:
+    # vLLM's own check waits for its executor's shutdown first: /ping said 200 for ~4 s in the image test
+    engine = subprocess.Popen([sys.executable, "-c", ENGINE_WITH_WORKERS], stdout=subprocess.PIPE, text=True)
+    workers: list[int] = []
+    try:
+        assert engine.stdout is not None
+        workers = [int(pid) for pid in engine.stdout.readline().split()]
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:  # until all three have renamed themselves
+            comms = [Path(f"/proc/{pid}/comm").read_text().strip() for pid in (engine.pid, *workers)]
+            if comms[0] == ENGINE_COMM and all(c.startswith(WORKER_COMM) for c in comms[1:]):
+                break
+            time.sleep(0.05)
+        watch = EngineProcesses()
+        watch.take_roll()
+        assert watch.seen == {engine.pid} and watch.workers == set(workers)
+        assert not watch.dead()
+        os.kill(workers[1], signal.SIGKILL)
+        assert watch.dead(), "a SIGKILLed worker must count as a dead engine the moment kill() returns"
+    finally:
+        engine.kill()
+        engine.wait()
+        for pid in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
