@@ -53,6 +53,7 @@ class Container:
     model: Path | None = None
     user: str | None = None
     command: tuple[str, ...] = ("serve",)
+    docker_args: tuple[str, ...] = ()  # more `docker run` arguments (--shm-size, --cpuset-cpus)
     image: str = IMAGE
     port: int = field(default_factory=free_port)
     cid: str | None = None
@@ -64,7 +65,7 @@ class Container:
         return f"http://127.0.0.1:{self.port}"
 
     def run_args(self) -> list[str]:
-        args = ["run", "-d", "--network", "host", "--name", self.name, *RUN_ARGS]
+        args = ["run", "-d", "--network", "host", "--name", self.name, *RUN_ARGS, *self.docker_args]
         for key, value in {"SAGEMAKER_BIND_TO_PORT": str(self.port), **self.env}.items():
             args += ["-e", f"{key}={value}"]
         if self.model is not None:
@@ -124,6 +125,23 @@ class Container:
     def engine_pids(self) -> list[int]:
         """Host PIDs of vLLM's EngineCore processes (children of the server, which is the container's PID 1)."""
         return engine_core_children(self.main_pid())
+
+    def worker_pids(self) -> dict[str, int]:
+        """Host PIDs of vLLM's worker processes (children of each EngineCore), by their title: "VLLM::Worker_TP1".
+
+        Read from /proc/PID/cmdline, which setproctitle rewrites; /proc/PID/comm keeps 15 characters, too few to tell
+        Worker_TP0 from Worker_TP1."""
+        found: dict[str, int] = {}
+        for engine in self.engine_pids():
+            children = Path(f"/proc/{engine}/task/{engine}/children").read_text().split()
+            for pid in map(int, children):
+                try:
+                    title = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode().strip()
+                except OSError:
+                    continue
+                if title.startswith("VLLM::Worker"):
+                    found[title] = pid
+        return found
 
     def wait_exit(self, timeout: float) -> int:
         """Block until the container stops (or `timeout` passes, then fail); its exit code."""
