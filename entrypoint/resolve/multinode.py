@@ -1,9 +1,9 @@
 """option.node_role → the `vllm serve` flags of one node of a multi-node data-parallel deployment, each with its reason.
 
-vLLM's own multi-node serving (docs/serving/data_parallel_deployment.md upstream): the head runs the API server and
-`--data-parallel-size-local` engines; every other node runs `--headless` engines that connect to the head's
-`--data-parallel-address:--data-parallel-rpc-port`, numbered from `--data-parallel-start-rank`. A LeaderWorkerSet
-gives each pod LWS_LEADER_ADDRESS, LWS_GROUP_SIZE and LWS_WORKER_INDEX (0 = leader); `auto` maps them:
+vLLM's own multi-node serving (https://docs.vllm.ai/en/latest/serving/data_parallel_deployment/): the head runs
+the API server and `--data-parallel-size-local` engines; every other node runs `--headless` engines that connect to
+the head's `--data-parallel-address:--data-parallel-rpc-port`, numbered from `--data-parallel-start-rank`. A
+LeaderWorkerSet gives each pod LWS_LEADER_ADDRESS, LWS_GROUP_SIZE and LWS_WORKER_INDEX (0 = leader); `auto` maps them:
 - head (index 0): --data-parallel-size G*L --data-parallel-size-local L --data-parallel-address A
                   --data-parallel-rpc-port R
 - worker k:       the same, plus --headless --data-parallel-start-rank k*L

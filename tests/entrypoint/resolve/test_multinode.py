@@ -1,7 +1,7 @@
 """option.node_role and the LeaderWorkerSet variables → one node's `vllm serve` flags (entrypoint.resolve.multinode).
 
-The argv of vLLM's multi-node data parallel (docs/serving/data_parallel_deployment.md upstream): the head without a
-start rank, each worker `--headless` from rank k*L; explicit options beat the LWS variables.
+The argv of vLLM's multi-node data parallel (https://docs.vllm.ai/en/latest/serving/data_parallel_deployment/):
+the head without a start rank, each worker `--headless` from rank k*L; explicit options beat the LWS variables.
 """
 
 from __future__ import annotations
