@@ -33,6 +33,7 @@ log = logging.getLogger("entrypoint.serve")
 # vLLM's CLI runs inside this module (see run_vllm_cli) so the exit status can report an engine
 # death; the process is still vLLM's API server itself, exec'd, with nothing in between.
 VLLM_CLI = ("-m", "entrypoint.serve", "serve")
+HEADLESS = "--headless"  # a worker node's flag (entrypoint.resolve.multinode)
 # Where an s3:// model is synchronised before vLLM starts; resumable across restarts of the
 # container as long as the directory survives (mount a volume there to keep it).
 DOWNLOAD_DIR_ENV = "MOE_SERVING_DOWNLOAD_DIR"
@@ -90,10 +91,17 @@ def run_vllm_cli(args: list[str]) -> int:
     """
     from vllm.entrypoints.cli.main import main as vllm_main
 
-    from entrypoint.lmi.lifecycle import exit_code
+    from entrypoint.lmi.lifecycle import ENGINE_DIED_EXIT_CODE, exit_code
 
     sys.argv = ["vllm", *args]
     vllm_main()
+    if HEADLESS in args:
+        # A worker node has no API server and so no middleware to tell a stop from a death. vLLM's headless path
+        # (vllm/entrypoints/cli/serve.py run_headless) turns SIGTERM/SIGINT into SystemExit, which never gets here; it
+        # returns only once one of its engines exited.
+        print("error: a headless worker's engine exited without a stop signal (docs/deployment.md#multi-node)",
+              file=sys.stderr, flush=True)  # fmt: skip
+        return ENGINE_DIED_EXIT_CODE
     return exit_code()
 
 

@@ -148,3 +148,43 @@ def test_bad_port_is_refused_with_exit_2(port: str, tiny_model: Path) -> None:
     argv = [sys.executable, "-m", "entrypoint", "serve", "--model", str(tiny_model)]
     done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "SAGEMAKER_BIND_TO_PORT" in done.stderr, done.stderr
+
+
+# A worker node (option.node_role=worker): vLLM headless, no API server, no middleware. Its engine starts and waits for
+# the head's handshake; no head is needed to see how the process ends.
+def _headless_worker(model: Path, log: Path) -> subprocess.Popen[bytes]:
+    args = ["--dtype", "bfloat16", "--max-model-len", "256", "--enforce-eager", "--headless",
+            "--data-parallel-size", "2", "--data-parallel-size-local", "1", "--data-parallel-start-rank", "1",
+            "--data-parallel-address", "127.0.0.1", "--data-parallel-rpc-port", str(free_port())]  # fmt: skip
+    env = {**os.environ, **CPU_ENV, "VLLM_CPU_OMP_THREADS_BIND": "0"}
+    with log.open("wb") as out:
+        return subprocess.Popen([sys.executable, "-m", "entrypoint.serve", "serve", str(model), *args], cwd=REPO,
+                                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+
+
+@pytest.mark.parametrize(("what", "expected_code"), [("engine killed", 3), ("SIGTERM", 0)])
+def test_a_headless_worker_exits_non_zero_only_when_its_engine_died(
+    tiny_model: Path, tmp_path: Path, what: str, expected_code: int
+) -> None:
+    log = tmp_path / "worker.log"
+    worker = _headless_worker(tiny_model, log)
+    try:
+        deadline = time.monotonic() + 120
+        while not (engines := local_server.engine_core_children(worker.pid)) and time.monotonic() < deadline:
+            assert worker.poll() is None, log.read_text()[-3000:]
+            time.sleep(0.2)
+        assert engines, log.read_text()[-3000:]
+        signalled = time.monotonic()
+        if what == "engine killed":
+            os.kill(engines[0], signal.SIGKILL)
+        else:
+            worker.send_signal(signal.SIGTERM)
+        code = worker.wait(timeout=30)
+        print(f"headless worker, {what}: exit {code} after {time.monotonic() - signalled:.1f} s")
+        assert code == expected_code, log.read_text()[-3000:]
+        died = "error: a headless worker's engine exited without a stop signal" in log.read_text()
+        assert died == (expected_code != 0)
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait()
