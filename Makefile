@@ -99,11 +99,15 @@ image-run:
 	docker run --rm $(if $(filter cuda,$(FLAVOUR)),--gpus all --shm-size 16g) -p $(PORT):8080 \
 	  $(if $(wildcard $(MODEL_DIR)),-v $(MODEL_DIR):/opt/ml/model:ro) $(IMAGE) serve
 
-# On the GPU host: bake the compile caches of the served plan for MODEL_DIR into CACHE_IMAGE (= IMAGE + the layer):
-# torch.compile, inductor and vLLM's Triton kernels made by one start and the bake's requests (docs/image.md).
+# On the GPU host: tune the served plan's MoE kernels for MODEL_DIR on this GPU (TUNE=auto|on|off, at most
+# TUNE_BUDGET_S seconds; a killed tune resumes), then bake the compile caches of one start and the bake's requests,
+# and layer both onto the image as CACHE_IMAGE (docs/image.md, docs/kernels.md).
 CACHE_IMAGE ?= $(IMAGE)-cache
+TUNE ?= auto
+TUNE_BUDGET_S ?= 600
 cache-layer:
 	CACHE_LAYER_RUN_ARGS="$(if $(filter cuda,$(FLAVOUR)),--gpus all --shm-size 16g) $(CACHE_LAYER_RUN_ARGS)" \
+	  CACHE_LAYER_BAKE_ARGS="--tune $(TUNE) --tune-budget-s $(TUNE_BUDGET_S)" \
 	  bash docker/with_engine.sh bash docker/cache_layer.sh $(IMAGE) $(MODEL_DIR) build/cache-layer $(CACHE_IMAGE)
 
 # Builds the image, then the container tests (tests/image) against it, in one engine session.

@@ -13,6 +13,7 @@ import http.client
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -117,9 +118,16 @@ def stop_server(server: subprocess.Popen[bytes], timeout_s: float = 60) -> int:
 
 def bake(plan: Plan, out: Path, timeout_s: float) -> dict:
     """Start, warm, stop; returns the manifest. The caches go to out/{vllm,torchinductor,triton}."""
-    for name in (*compile_layer.CACHE_DIRS, compile_layer.MANIFEST):
-        if (out / name).exists() and (not (out / name).is_dir() or any((out / name).iterdir())):
-            raise ConfigError("bake-cache --out", str(out), f"{out / name} exists already", "an empty or new folder")
+    if (out / compile_layer.MANIFEST).exists():
+        reason = f"{out / compile_layer.MANIFEST} exists already (a finished layer)"
+        raise ConfigError("bake-cache --out", str(out), reason, "an empty or new folder, or an unfinished bake's")
+    for name in compile_layer.CACHE_DIRS:
+        if (out / name).is_file():
+            raise ConfigError("bake-cache --out", str(out), f"{out / name} is a file", "an empty or new folder")
+        if (out / name).is_dir() and any((out / name).iterdir()):
+            # no manifest: a bake that was stopped; its caches are partial, the tune's files and state stay
+            log.info("bake-cache: removing %s, left by an unfinished bake (no %s)", out / name, compile_layer.MANIFEST)
+            shutil.rmtree(out / name)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:

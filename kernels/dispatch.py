@@ -29,6 +29,9 @@ TABLE_ENV = "MOE_SERVING_DISPATCH_TABLE"
 # "block-dynamic": 128x128 block weight scales with dynamic 1x128 activation groups (DeepSeek-V3).
 SCALE_KINDS = ("tensor-static", "block-dynamic")
 ACTIVATIONS = ("silu", "relu2")
+# ops.fused_moe_fp8.MoEKernelConfig's fields (named here: this module imports neither torch nor ops)
+KERNEL_CONFIG_FIELDS = ("pair_mode", "block_n1", "block_n2", "block_k", "split_k", "split_k2", "num_warps",
+                        "num_stages", "pdl", "block_m")  # fmt: skip
 
 
 def table_path(environ: Mapping[str, str]) -> Path:
@@ -63,6 +66,18 @@ class DispatchRow:
     shape: str  # the benchmark's shape id, e.g. qwen3-30b-a3b:tp1
     activation: str  # one of ACTIVATIONS: the kernel was measured with it
     token_ranges: tuple[tuple[int, int], ...]  # inclusive M ranges where our kernel runs
+    # each measured M -> our kernel's config there (ops.fused_moe_fp8.MoEKernelConfig fields), empty where the default
+    # heuristic was measured; only a bake-time tune (entrypoint/caches/tune_layer.py) writes configs
+    configs: tuple[tuple[int, tuple[tuple[str, int | bool], ...]], ...] = ()
+
+    def kernel_config(self, num_tokens: int) -> dict[str, int | bool] | None:
+        """The tuned config for this many tokens: the one measured at the nearest M at or below it, None when the
+        default heuristic is what was measured there."""
+        best: dict[str, int | bool] | None = None
+        for m, fields in self.configs:
+            if m <= num_tokens:
+                best = dict(fields) or None
+        return best
 
     def uses_project_kernel(self, num_tokens: int, activation: str) -> bool:
         if activation != self.activation:
@@ -125,7 +140,25 @@ def parse_row(raw: Mapping[str, Any], where: str) -> DispatchRow:
         scales=scales,
         device=_field(raw, "device", str, where),
     )
-    return DispatchRow(key, _field(raw, "shape", str, where), activation, _ranges(raw.get("token_ranges"), where))
+    ranges = _ranges(raw.get("token_ranges"), where)
+    return DispatchRow(key, _field(raw, "shape", str, where), activation, ranges, _configs(raw.get("measured"), where))
+
+
+def _configs(measured: Any, where: str) -> tuple[tuple[int, tuple[tuple[str, int | bool], ...]], ...]:
+    """The ``config`` of each measured entry that has one (a bake-time tune's choice), checked field by field."""
+    out = []
+    for entry in measured if isinstance(measured, list) else ():
+        if not isinstance(entry, dict) or not isinstance(entry.get("m"), int):
+            continue  # the measured list is the record of a benchmark; only a tune's configs are read from it
+        config = entry.get("config") or {}
+        bad = [k for k, v in config.items() if k not in KERNEL_CONFIG_FIELDS or type(v) not in (int, bool)]
+        if bad:
+            raise DispatchTableError(
+                f"{where}: config {config!r} at m={entry.get('m')!r}: fields must be among "
+                f"{', '.join(KERNEL_CONFIG_FIELDS)} with int or bool values"
+            )
+        out.append((entry["m"], tuple(sorted(config.items()))))
+    return tuple(sorted(out))
 
 
 @dataclass(frozen=True)

@@ -21,12 +21,13 @@ How it fits vLLM 0.32's modular kernel (fused_moe/modular_kernel.py, experts/tri
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 
 from kernels.dispatch import DispatchKey, DispatchRow, DispatchTable
-from ops.fused_moe_fp8 import fused_moe_fp8
+from ops.fused_moe_fp8 import MoEKernelConfig, fused_moe_fp8
 
 _ROW = "_moe_serving_row"  # per instance: the DispatchRow, or None when not eligible (decided once)
 # per instance, set while vLLM's apply runs on an input the prepare step already quantised: a TritonExperts held by
@@ -152,7 +153,7 @@ def patch(cls: type, table: DispatchTable, logger: logging.Logger) -> None:
         ):
             run_project_kernel(
                 self, output, hidden_states, w1, w2, topk_weights, topk_ids, name, expert_map,
-                a2_scale, apply_router_weight_on_input, skip_padding,
+                a2_scale, apply_router_weight_on_input, skip_padding, row.kernel_config(hidden_states.size(0)),
             )  # fmt: skip
             return
         quantised = a1q_scale is not None
@@ -197,6 +198,7 @@ def run_project_kernel(
     a2_scale: torch.Tensor | None,
     apply_router_weight_on_input: bool,
     skip_padding: bool,
+    config: Mapping[str, Any] | None = None,
 ) -> None:
     """vLLM's apply contract, computed by ops.fused_moe_fp8: `output` (M, K) gets Σ_k w · expert(x)."""
     ids, weights = topk_ids, topk_weights
@@ -217,4 +219,5 @@ def run_project_kernel(
         a13_scale=experts.a1_scale.reshape(1) if static else None,
         a2_scale=a2_scale.reshape(1) if static and a2_scale is not None else None,
         block_shape=experts.block_shape, activation=activation, out=output,
+        config=MoEKernelConfig(**config) if config else None,
     )  # fmt: skip

@@ -1,25 +1,31 @@
 """A dispatch row for one shape from a bake-time measurement: the M values where our kernel beats vLLM's tuned one.
 
-The rule is the shipped table's (benchmarks/kernels/dispatch_table.py, kernels/fused_moe_dispatch.json): at each
-measured M our kernel must be at least ``MIN_SPEEDUP`` faster than vLLM's ``fused_experts`` running the tile the tune
-just chose, with uniform routing and, above M = 1, with a few hot experts (kernels/tuning/routing_weights.py); winning
-neighbours merge into ranges. The layer's table is the image's rows with this shape's row in place of any row for
-the same key, so one file still answers every shape. Pure: no GPU, no torch.
+Our kernel runs the fastest of a small sweep around its default heuristic (ops.fused_moe_fp8.candidate_configs),
+timed with uniform routing; a config other than the default goes into the row's entry for that M, and the plugin
+passes it to the kernel (kernels/dispatch.py, DispatchRow.kernel_config). The rule is the shipped table's
+(benchmarks/kernels/dispatch_table.py, kernels/fused_moe_dispatch.json): at each measured M our kernel must be at least
+``MIN_SPEEDUP`` faster than vLLM's ``fused_experts`` running the tile the tune just chose, with uniform routing and,
+above M = 1, with a few hot experts (kernels/tuning/routing_weights.py); winning neighbours merge into ranges. The
+layer's table is the image's rows with this shape's row in place of any row for the same key, so one file still
+answers every shape. Pure: no GPU, no torch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from kernels.config_files import file_device_name
 from kernels.dispatch import parse_row, token_ranges
 from kernels.shapes import KernelShape
 
+T = TypeVar("T")
 MIN_SPEEDUP = 1.03  # the shipped table's margin: three times the run-to-run spread of M <= 4 rows
 # decode sizes where our kernel can win: the shipped table's rows never won above M = 8 on any shape
 OURS_MS = (1, 2, 4, 8, 16)
+SWEEP_MARGIN = 0.02  # another config of our kernel must beat the default heuristic by this (run-to-run noise)
 _KEY_FIELDS = ("experts", "n", "hidden", "top_k", "scales", "device")
 
 
@@ -32,6 +38,8 @@ class KernelPair:
     vllm_us: float
     ours_hot_us: float | None = None
     vllm_hot_us: float | None = None
+    # our kernel's config (ops.fused_moe_fp8.MoEKernelConfig fields) when the tune's sweep beat the default heuristic
+    config: Mapping[str, int | bool] | None = None
 
     @property
     def speedup(self) -> float:
@@ -48,6 +56,16 @@ class KernelPair:
     def wins(self, min_speedup: float) -> bool:
         hot = self.speedup_if_hot
         return self.speedup >= min_speedup and hot is not None and hot >= min_speedup
+
+
+def choose_config(timed: Sequence[tuple[float, T]], default: T, margin: float = SWEEP_MARGIN) -> tuple[float, T]:
+    """The fastest (µs, config) of a sweep, unless the default heuristic is within ``margin`` of it (then the default:
+    a config chosen by noise would be carried in the layer for nothing). ``timed`` holds what compiled."""
+    if not timed:
+        raise ValueError("no config of our kernel compiled for this shape")
+    best_us, best = min(timed, key=lambda t: t[0])
+    default_us = next((us for us, config in timed if config == default), math.inf)
+    return (default_us, default) if default_us <= best_us * (1 + margin) else (best_us, best)
 
 
 def dispatch_row(
@@ -70,6 +88,8 @@ def dispatch_row(
         }
         if p.speedup_if_hot is not None:
             entry["speedup_if_hot"] = round(p.speedup_if_hot, 3)
+        if p.config:
+            entry["config"] = dict(p.config)
         entries.append(entry)
     row = {
         "shape": name,

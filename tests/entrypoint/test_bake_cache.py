@@ -8,10 +8,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from entrypoint.bake_cache import ServerNotReady, wait_ready
+from entrypoint.utils.errors import ConfigError
 from tools.local_server import free_port
 
 HEALTHY_AFTER = """
@@ -58,3 +60,21 @@ def test_a_server_that_never_answers_runs_out_at_the_deadline() -> None:
     finally:
         server.kill()
         server.wait()
+
+
+def test_an_unfinished_bake_loses_its_partial_caches_and_keeps_the_tune(tmp_path: Path) -> None:
+    from entrypoint.bake_cache import bake
+    from entrypoint.resolve.plan import Plan
+
+    (tmp_path / "vllm").mkdir()
+    (tmp_path / "vllm" / "partial").write_text("x")
+    (tmp_path / "tuned").mkdir()
+    (tmp_path / "tuned" / "provenance.json").write_text("{}")
+    (tmp_path / "tune-state.jsonl").write_text("")
+    with pytest.raises(ValueError, match="listens on 127.0.0.1"):  # stops before any server: no --host here
+        bake(Plan(model="m", vllm_args=("m",)), tmp_path, 1.0)
+    assert not (tmp_path / "vllm").exists()
+    assert (tmp_path / "tuned" / "provenance.json").exists() and (tmp_path / "tune-state.jsonl").exists()
+    (tmp_path / "manifest.json").write_text("{}")  # a finished layer is never touched
+    with pytest.raises(ConfigError, match="a finished layer"):
+        bake(Plan(model="m", vllm_args=("m",)), tmp_path, 1.0)

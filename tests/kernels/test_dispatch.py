@@ -27,6 +27,8 @@ def _write(tmp_path: Path, rows: object) -> Path:
         ({"top_k": True}, "row 0: field 'top_k' must be int, got True"),
         ({"token_ranges": [[4, 2]]}, "row 0: token range [4, 2] must be [lo, hi] with 1 <= lo <= hi"),
         ({"token_ranges": "1-2"}, "row 0: field 'token_ranges' must be a list of [lo, hi], got '1-2'"),
+        ({"measured": [{"m": 1, "config": {"tile": 64}}]}, "row 0: config {'tile': 64} at m=1: fields must be among"),
+        ({"measured": [{"m": 1, "config": {"split_k": "2"}}]}, "with int or bool values"),
     ],
 )
 def test_a_malformed_row_is_refused_naming_row_and_field(tmp_path: Path, change: dict, message: str) -> None:
@@ -52,3 +54,16 @@ def test_lookup_by_shape_device_and_token_count() -> None:
     assert not row.uses_project_kernel(1, "relu2")  # measured with SiLU
     assert table.row(DispatchKey.of(128, 768, 2048, 8, "tensor-static", "NVIDIA H100 80GB HBM3")) is None
     assert table.row(DispatchKey.of(8, 14336, 4096, 2, "tensor-static", "NVIDIA H200")) is None  # no winning M
+
+
+def test_a_tuned_rows_configs_apply_from_their_m_up_and_shipped_rows_have_none(tmp_path: Path) -> None:
+    # a bake-time tune's row (entrypoint/caches/tune_layer.py): our kernel's config per measured M where it beat the
+    # default heuristic; M = 2 kept the default
+    measured = [{"m": 1, "config": {"pair_mode": True, "split_k": 4}}, {"m": 2}, {"m": 4, "config": {"block_n1": 32}}]
+    table = DispatchTable.load(_write(tmp_path, [{**ROW, "token_ranges": [[1, 8]], "measured": measured}]))
+    row = next(iter(table.rows.values()))
+    assert row.kernel_config(1) == {"pair_mode": True, "split_k": 4}
+    assert row.kernel_config(3) is None  # the nearest measured M at or below, 2, ran the default heuristic
+    assert row.kernel_config(8) == {"block_n1": 32}
+    shipped = DispatchTable.load(DISPATCH_FILE)
+    assert all(r.kernel_config(1) is None for r in shipped.rows.values())

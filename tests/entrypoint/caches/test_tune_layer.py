@@ -72,7 +72,8 @@ class FakeBench:
     def pair(self, shape: KernelShape, m: int, tile: dict) -> KernelPair:
         self.tick()
         ours, vllm, ours_hot, vllm_hot = PAIRS[m]
-        return KernelPair(m, ours, vllm, ours_hot, vllm_hot)
+        config = {"pair_mode": True, "split_k": 4} if m == 1 else None  # the sweep beat the default at M = 1 only
+        return KernelPair(m, ours, vllm, ours_hot, vllm_hot, config)
 
 
 class Bar:
@@ -169,6 +170,7 @@ def test_a_full_tune_writes_vllm_named_files_no_tile_slower_and_our_kernels_rows
     row = layer_table["rows"][-1]
     assert row["token_ranges"] == [[1, 2]] and outcome.ours_ranges == ((1, 2),)
     assert [e["m"] for e in row["measured"]] == [1, 2, 4, 8, 16]
+    assert row["measured"][0]["config"] == {"pair_mode": True, "split_k": 4} and "config" not in row["measured"][1]
     shipped = json.loads((REPO / "kernels" / "fused_moe_dispatch.json").read_text())["rows"]
     assert len(layer_table["rows"]) == len(shipped) + 1  # the image's rows kept, this shape's added
     # the progress bar counted every timing, and its total was not below it
@@ -214,7 +216,20 @@ def test_a_start_from_the_layer_uses_its_tiles_and_rows_with_one_reason_line_eac
     assert tuned and "tuned on this GPU at" in tuned[0] and "make cache-layer" in tuned[0]
     kernel = [r for r in plan.reasons if r.startswith("moe_kernel:")]
     assert kernel and "M=1..2" in kernel[0], kernel
-    assert DispatchTable.load(tmp_path / TUNED_FOLDER / TUNED_DISPATCH_FILE).rows  # what the plugin reads
+    rows = DispatchTable.load(tmp_path / TUNED_FOLDER / TUNED_DISPATCH_FILE).rows  # what the plugin reads
+    glm = next(r for r in rows.values() if r.key.experts == 128 and r.key.n == 1408)
+    assert glm.kernel_config(1) == {"pair_mode": True, "split_k": 4} and glm.kernel_config(2) is None
     # before the tune, the same model runs vLLM's tiles and kernel: what LMI runs
     assert any("no file for this shape in the image (vLLM falls back" in r for r in glm_plan.reasons)
     assert glm_plan.moe_kernel.value == "vllm"
+
+
+def test_our_kernels_config_is_the_swept_one_only_beyond_the_margin() -> None:
+    from kernels.tuning.dispatch_rows import choose_config
+
+    assert choose_config([(10.0, "default"), (9.9, "a")], "default") == (10.0, "default")  # 1 %: within the noise
+    assert choose_config([(10.0, "default"), (9.9, "a"), (9.7, "b")], "default") == (9.7, "b")  # 3 %
+    assert choose_config([(10.0, "default"), (9.0, "a")], "default") == (9.0, "a")
+    assert choose_config([(9.0, "a")], "default") == (9.0, "a")  # the default did not compile
+    with pytest.raises(ValueError, match="no config"):
+        choose_config([], "default")

@@ -240,6 +240,30 @@ def test_listed_token_counts_run_our_kernel_and_the_others_vllms(scales: str, ga
     assert cls.calls[0]["hidden_states"].dtype == torch.bfloat16 and cls.calls[0]["a1q_scale"] is None
 
 
+def test_a_tuned_rows_config_reaches_our_kernel_and_keeps_the_answer(device: str, monkeypatch) -> None:
+    # a bake-time tune (entrypoint/caches/tune_layer.py) chose a config of our kernel at M = 2: the plugin passes it
+    import entrypoint.moe_plugin.triton_experts as plugin
+
+    case = triton_experts(2, **SHAPE, scales="tensor-static", device=device)
+    cls = _recording_class()
+    tuned = {"pair_mode": True, "block_n1": 32, "split_k": 2}
+    row = DispatchRow(layer_key(case.experts), "test", "silu", ((1, 2),), ((2, tuple(sorted(tuned.items()))),))
+    patch(cls, DispatchTable.from_rows([row], "test-table"), logging.getLogger("test.moe_plugin"))
+    case.experts.__class__ = cls
+    seen = []
+    real = plugin.fused_moe_fp8
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(kwargs.get("config"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(plugin, "fused_moe_fp8", spy)
+    out = case.apply(cls)
+    assert cls.calls == [] and len(seen) == 1
+    assert seen[0] is not None and (seen[0].block_n1, seen[0].split_k) == (32, 2)
+    assert rel_err(out.double(), _reference(case)) < MOE_TOLERANCE[torch.bfloat16]
+
+
 def test_a_shape_without_a_row_keeps_vllms_kernel_and_the_quantised_prepare(device: str) -> None:
     case = triton_experts(1, **SHAPE, scales="tensor-static", device=device)
     cls = _recording_class()

@@ -188,6 +188,21 @@ def test_serve_without_gpus_refuses_in_seconds_in_one_line_loading_nothing() -> 
     assert "Traceback" not in logs and not outside, (logs, outside)
 
 
+def test_bake_cache_without_gpus_refuses_to_tune_before_anything_loads() -> None:
+    # `make cache-layer` on a host without GPUs: the layer would hold neither tuned kernels nor GPU caches (issue 32)
+    started = time.monotonic()
+    done = docker(
+        "run", "--rm", "--network", "host", "--user", USER, "-v", f"{FP8_STATIC_MOE}:{MODEL_MOUNT}:ro", IMAGE,
+        "bake-cache", "--out", "/tmp/layer", check=False, timeout=120,
+    )  # fmt: skip
+    seconds = time.monotonic() - started
+    print(f"bake-cache without --gpus: exit {done.returncode} after {seconds:.1f} s: {done.stderr.strip()[-300:]!r}")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "bake-cache --tune='auto': no NVIDIA GPU is visible, and the cuda image tunes kernels" in done.stderr
+    assert "--gpus all" in done.stderr and "Traceback" not in done.stderr + done.stdout
+    assert seconds < 60, f"took {seconds:.1f} s to refuse"
+
+
 def test_an_arbitrary_uid_writes_nothing_outside_tmp() -> None:
     # what runs without a GPU: the engine's imports (vLLM, FlashInfer, torch, Triton) and the plan for the mount
     code = (
