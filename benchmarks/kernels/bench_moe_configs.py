@@ -30,8 +30,8 @@ from kernels.aot import config_source
 from kernels.config_files import CONFIG_DIR, lookup, read_config_file
 from kernels.shapes import SHIPPED, KernelShape, shape_by_key
 from kernels.tuning import moe_harness
+from kernels.tuning.search import tile_id
 from tools.measure import graph_us, hbm_read_gbs, run_preamble
-from tools.tune import tile_id
 
 BENCH_M = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256)
 COLUMNS = (

@@ -48,6 +48,7 @@ from benchmarks.paths import KERNEL_RESULTS
 from kernels.config_files import file_device_name
 from kernels.dispatch import DISPATCH_FILE, parse_row, token_ranges
 from kernels.shapes import KernelShape, shape_by_key
+from kernels.tuning.dispatch_rows import table_row
 
 DEFAULT_CSV = KERNEL_RESULTS / "h200_fused_moe.csv"
 DEFAULT_MIN_SPEEDUP = 1.03
@@ -118,19 +119,7 @@ def build_table(csv_path: Path, min_speedup: float) -> dict[str, Any]:
                     entry["speedup_if_hot"] = round(second, 3)
             wins.append((m, speedup >= min_speedup and second is not None and second >= min_speedup))
             measured.append(entry)
-        rows.append({
-            "shape": key,
-            "device": device,
-            "experts": shape.e,
-            "n": shape.n,
-            "hidden": shape.h,
-            "top_k": shape.topk,
-            "scales": "block-dynamic" if shape.model.block_fp8 else "tensor-static",
-            "activation": "silu" if shape.model.gated else "relu2",
-            "token_ranges": token_ranges(wins),
-            "measured_at": stamp,
-            "measured": measured,
-        })  # fmt: skip
+        rows.append(table_row(shape, key, device, token_ranges(wins), stamp, measured))
     for i, row in enumerate(rows):
         parse_row(row, f"row {i}")  # what we write, the plugin and the resolver can read
     about = (

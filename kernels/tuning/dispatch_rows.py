@@ -91,21 +91,29 @@ def dispatch_row(
         if p.config:
             entry["config"] = dict(p.config)
         entries.append(entry)
-    row = {
+    ranges = token_ranges((p.m, p.wins(min_speedup)) for p in measured)
+    row = table_row(shape, name, file_device_name(device_name), ranges, measured_at, entries)
+    parse_row(row, f"the tuned row for {name}")  # what the plugin and the resolver will read
+    return row
+
+
+def table_row(
+    shape: KernelShape, name: str, device: str, ranges: list[list[int]], measured_at: str, measured: list[dict]
+) -> dict[str, Any]:
+    """One row of kernels/dispatch.py's format (``device`` as vLLM names it in its files: NVIDIA_H200)."""
+    return {
         "shape": name,
-        "device": file_device_name(device_name),
+        "device": device,
         "experts": shape.e,
         "n": shape.n,
         "hidden": shape.h,
         "top_k": shape.topk,
         "scales": "block-dynamic" if shape.model.block_fp8 else "tensor-static",
         "activation": "silu" if shape.model.gated else "relu2",
-        "token_ranges": token_ranges((p.m, p.wins(min_speedup)) for p in measured),
+        "token_ranges": ranges,
         "measured_at": measured_at,
-        "measured": entries,
+        "measured": measured,
     }
-    parse_row(row, f"the tuned row for {name}")  # what the plugin and the resolver will read
-    return row
 
 
 def merged_table(shipped: Mapping[str, Any], row: Mapping[str, Any], command: str) -> dict[str, Any]:

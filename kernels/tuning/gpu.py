@@ -97,7 +97,14 @@ class GpuBench:
         return graph_us(ours, calls=len(timer.batch))
 
     def close(self) -> None:
+        """Stop the compile pool and hand the GPU memory back: `bake-cache` starts vLLM in this process's wake, and
+        vLLM sizes its KV cache from the memory free at its start."""
+        import torch
+
         self.pool.close()
+        self._problem, self._timers = None, {}
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
 
 
 def device_name() -> str:

@@ -102,3 +102,10 @@ def test_a_ratio_is_called_a_difference_only_beyond_both_spreads(ratio: float, s
     from benchmarks.e2e.floor_plot import beyond_spreads
 
     assert beyond_spreads(ratio, *spreads) is beyond
+
+
+def test_a_merged_csv_counts_its_runs_by_their_hbm_probe() -> None:
+    from benchmarks.e2e.floor_plot import runs_in
+
+    assert runs_in([{"hbm_read_tbps": 4.4}, {"hbm_read_tbps": 4.4}]) == 1
+    assert runs_in([{"hbm_read_tbps": 4.4}, {"hbm_read_tbps": 4.24}]) == 2  # tuned_2026-12-04c/glm.csv

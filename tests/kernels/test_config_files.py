@@ -1,6 +1,6 @@
 """The tuned fused-MoE config files kernels/ ships: vLLM's own lookup finds each one, the schema is what vLLM
 parses, swap-AB engages where the tile asks for it, a misnamed file is caught, the folder's README is current.
-The tuner that writes them: tests/tools/test_tune.py."""
+The tuner that writes them: tests/kernels/test_tuning_search.py."""
 
 from __future__ import annotations
 
