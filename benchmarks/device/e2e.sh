@@ -142,6 +142,13 @@ case "$PHASE" in
              # minutes: 225 s seen), each in its own folder under OUT, sharing the work dir and its FlashInfer JIT
              ARGS=(--models qwen3-30b-a3b-fp8-static --backends plan --conc 1,2,4,8,64 --long-conc 1) ;;
   nemotron)  ARGS=(--models nemotron-3-nano-30b-a3b-fp8 "${SERVED[@]}" --share-triton-cache) ;;
+  profile)   # issue 33, step 1: where a decode step's time goes. The plan and the plan without our kernel, one repetition
+             # at PROFILE_CONC (default 1,8) under ROUTING, then one batch per concurrency under vLLM's torch profiler
+             # (--profile-conc: after the measured rows); traces per row under OUT/profiles/, summarised per step into
+             # OUT/profile_steps.csv/.md by benchmarks.e2e.profile_trace
+             ARGS=(--models "${MODEL:-qwen3-30b-a3b-fp8-static}" --backends plan,plan_vllm_kernel
+                   --conc "${PROFILE_CONC:-1,8}" --long-input-len 0 --reps 1 --profile-conc "${PROFILE_CONC:-1,8}"
+                   --share-triton-cache) ;;
   tuned)     # issue 32: a model the image never tuned (MODEL). `python -m entrypoint tune` on this GPU first (the step
              # `bake-cache` runs before its server; TUNE_BUDGET_S, its wall time in tune_MODEL.txt), into a layer folder;
              # then the plan reading that layer (MOE_BAKED_COMPILE_CACHE, as a start from a `make cache-layer` image
@@ -182,7 +189,7 @@ case "$PHASE" in
   x8-*)      ARGS=() ;;  # below
   *) echo "e2e.sh: unknown phase '$PHASE'; accepted: qwen qwen-start qwen-plugin qwen-attention plugin-logits engine-check routing" \
           "routing-cost" \
-          "nemotron nemotron-split nemotron-diag mixtral tuned" \
+          "nemotron nemotron-split nemotron-diag mixtral tuned profile" \
           "control fi-diag all x8-..." >&2
      exit 2 ;;
 esac
@@ -293,6 +300,20 @@ if ((${#VARIANTS[@]} > 0)); then
 fi
 python3 -m benchmarks.e2e run "${COMMON[@]}" "${ARGS[@]}" "${DRY[@]}" 2>&1 | tee -a "$LOG"
 rc=${PIPESTATUS[0]}
+if [ "$PHASE" = profile ] && [ "${DRY_RUN:-0}" != 1 ]; then
+  traces=() labels=()
+  for trace in "$OUT"/profiles/*/conc*/*rank0*.pt.trace.json*; do
+    [ -e "$trace" ] || continue
+    row=$(basename "$(dirname "$(dirname "$trace")")") conc=$(basename "$(dirname "$trace")")
+    traces+=("$trace") labels+=(--label "$row $conc")
+  done
+  if ((${#traces[@]})); then
+    python3 -m benchmarks.e2e.profile_trace "${traces[@]}" "${labels[@]}" --out-csv "$OUT/profile_steps.csv" \
+      --out-md "$OUT/profile_steps.md" 2>&1 | tee -a "$LOG"
+  else
+    echo "e2e.sh: profile: no rank-0 trace under $OUT/profiles" | tee -a "$LOG"
+  fi
+fi
 if [ "$PHASE" = mixtral ]; then
   gzip -c "$WORK/mixtral-8x7b-fp8-static.auto.cold.log" >"$OUT/fi_auto.log.gz" 2>/dev/null || true
 fi

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.e2e import runner, served, tokenizer
+from benchmarks.e2e import profile_capture, runner, served, tokenizer
 from benchmarks.e2e.jobs import PlannedJob, max_model_len, served_options
 from benchmarks.e2e.logparse import condense
 from benchmarks.e2e.run_args import RunArgs
@@ -72,6 +72,11 @@ def serve(
         "stream_check": stream_check, "first_request_len": min(512, (max_model_len(args) or 520) - 8),
         "jit_probe": list(dict.fromkeys((w.input_len, w.conc) for w in args.workloads)) if jit_probe else None,
         "sampler_probe": list(sampler_probe),
+        "profile": None if not args.profile_conc or start_only else {
+            "concs": list(args.profile_conc), "input_len": args.workloads[0].input_len,
+            "output_len": args.profile_tokens, "trace_dir": str(profile_capture.trace_dir(args.work_dir)),
+            "dest": str(args.out_dir / "profiles" / stem),
+        },
     }  # fmt: skip
     Path(job["result_path"]).unlink(missing_ok=True)
     status, wall = runner.run_job(job, cmd.env, args.work_dir / f"{stem}.log", timeout, worker=SERVED_WORKER)

@@ -12,7 +12,7 @@ from typing import Any
 
 from benchmarks.e2e import backends as be
 from benchmarks.e2e import options as bench_opts
-from benchmarks.e2e import routing, spec
+from benchmarks.e2e import profile_capture, routing, spec
 from benchmarks.paths import E2E_RESULTS
 
 DEFAULT_SNAPSHOT = E2E_RESULTS / "plans.json"
@@ -75,6 +75,8 @@ class RunArgs:
     starts: StartExperiments = StartExperiments()
     engine: str = "served"  # served: the real server from the plan (what ships); offline: vllm.LLM (old rows)
     stream_check: dict[str, int] | None = None  # conc, input_len, output_len, reps (plan backend only)
+    profile_conc: tuple[int, ...] = ()  # --profile-conc: one profiled batch per concurrency after each row's reps
+    profile_tokens: int = 32
     share_triton_cache: bool = False  # later engines read the Triton kernels earlier ones compiled (phase_cache)
     options: dict[str, str] = field(default_factory=dict)  # --option: LMI options of every served row
     # --max-model-len: "workload" (the longest request + 16), "model" (not set: the checkpoint's own, as the image
@@ -132,6 +134,10 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--stream-check", default="", metavar="CONC:IN:OUT:REPS",
                    help="on the plan engine: LMI jsonlines vs OpenAI SSE on /invocations vs /v1/completions, "
                         "e.g. 64:512:256:3 (served engine only)")  # fmt: skip
+    p.add_argument("--profile-conc", default="", metavar="C1,C2",
+                   help="after each served row's repetitions, one batch per concurrency under vLLM's torch profiler "
+                        "(traces to OUT/profiles/; benchmarks/e2e/profile_capture.py), e.g. 1,8")  # fmt: skip
+    p.add_argument("--profile-tokens", type=int, default=32, help="output tokens of a profiled batch (default 32)")
     p.add_argument("--start-breakdown", default="", help="backends whose start is also timed warm, from copied "
                    "caches and from --baked-cache (served engine only), e.g. plan")  # fmt: skip
     p.add_argument("--start-modes", default=",".join(START_MODES),
@@ -241,6 +247,11 @@ def parse_run_args(argv: Sequence[str]) -> RunArgs:
         if ns.max_num_seqs and ns.max_num_seqs < max_conc:
             raise ValueError(f"--max-num-seqs: {ns.max_num_seqs} is below the largest concurrency {max_conc}")
         options = bench_opts.collect(ns.option)
+        profile_conc = spec.parse_int_list(ns.profile_conc, "--profile-conc") if ns.profile_conc else ()
+        if profile_conc and ns.engine != "served":
+            raise ValueError("--profile-conc profiles the served engine: it needs --engine served")
+        if profile_conc:  # every served row can then be profiled; the profiler only runs between start and stop
+            options["profiler_config"] = profile_capture.profiler_option(profile_capture.trace_dir(ns.work_dir))
         if ns.engine == "offline" and options:
             raise ValueError("--option needs --engine served (the offline engine takes --engine-arg)")
         if ns.engine == "served" and ns.engine_arg:
@@ -271,6 +282,8 @@ def parse_run_args(argv: Sequence[str]) -> RunArgs:
         dry_run=ns.dry_run,
         engine=ns.engine,
         stream_check=stream_check,
+        profile_conc=profile_conc,
+        profile_tokens=ns.profile_tokens,
         starts=StartExperiments(breakdown, start_modes, ns.baked_cache, ns.layer_start, ns.start_pairs),
         share_triton_cache=ns.share_triton_cache,
         options=options,

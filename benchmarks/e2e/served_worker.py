@@ -7,7 +7,8 @@ JSON-lines file as soon as they are known (the same events as the offline worker
 the Triton compile counts and the streaming-at-load check), so a killed job leaves what it finished.
 
 Phases: start (until /health answers 200) → first request (`first_request_len` tokens in, 1 out) → compile count →
-unless `start_only`: warm-up, the workloads × reps, the streaming check (`stream_check`), the seeded top-p probe
+unless `start_only`: warm-up, the workloads × reps, the streaming check (`stream_check`), the profiled batches
+(`profile`: benchmarks/e2e/profile_capture.py), the seeded top-p probe
 (sampling variants that compile on first use), compile count again → SIGTERM. A `start_only` job with a `jit_probe`
 (the baked-cache start) runs those batch shapes once, 16 tokens out, and counts what they compiled: "zero MoE-kernel
 JIT after start" is checked on real traffic, per rank, without the whole workload. The server's log is copied to
@@ -27,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.e2e import profile_capture
 from benchmarks.e2e.httpload import run_batch
 from benchmarks.e2e.jitcount import compiled_kernels, rank_dirs
 from benchmarks.e2e.tokenizer import words
@@ -193,6 +195,13 @@ def run(job: dict[str, Any]) -> int:
             complete = measure(job, events, port, prompts)
             if complete and job.get("stream_check"):
                 stream_check(job, events, port, prompts, server.pid)
+            if complete and job.get("profile"):  # after the measured rows: the profiler never runs during them
+
+                def send(conc: int, input_len: int, output_len: int) -> None:
+                    bodies = [completion_body(job["served_model"], prompts.ids(input_len), output_len)] * conc
+                    run_batch(port, COMPLETIONS, bodies, "sse")
+
+                profile_capture.capture(job, port, send, events.emit)
             probe_ok = sampler_probe(job, port, prompts)
             serving = compiled_kernels(caches)
             events.emit("serving_compiles", seeded_top_p_requests_ok=probe_ok,

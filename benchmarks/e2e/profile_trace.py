@@ -1,0 +1,245 @@
+"""Where a decode step's GPU time goes: one torch-profiler trace of the served engine, per step (issue 33).
+
+    python -m benchmarks.e2e.profile_trace TRACE.json.gz [...] --out-csv steps.csv --out-md steps.md
+
+The trace is what vLLM's torch profiler writes (`--profiler-config '{"profiler": "torch", ...}'`, between POST
+/start_profile and /stop_profile; `benchmarks/device/e2e.sh profile` makes them, benchmarks/e2e/profile_capture.py).
+Decode steps: vLLM 0.32's model runner wraps each step in a record_function named
+`execute_context_<n>(<tokens>)_generation_<m>(<m>)` (seen in the CPU engine's traces); on a GPU the profiler maps it
+onto the GPU timeline as a `gpu_user_annotation`. A step with no context (prefill) request is a decode step of m
+requests; its kernels are those that start inside its GPU range. A trace without those annotations falls back to
+CUDA graph replays: every kernel whose `correlation` names one `cudaGraphLaunch` is one replay, and a step runs from
+its replay's first kernel to the next one's (the eager kernels in between count in the step they follow; replays
+with an unusual kernel count, prefill and the last one, are dropped and counted). Per step: the kernels, their busy
+time by class (CLASSES, matched on the kernel name), and the gap, the step's span less the time any kernel ran.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import json
+import re
+import statistics
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# (class, pattern on the kernel name), first match wins; "other" for the rest
+CLASSES: tuple[tuple[str, str], ...] = (
+    ("moe_gemm_ours", r"moe_gemm[12]_kernel"),
+    ("moe_sum", r"moe_sum"),
+    ("moe_gemm_vllm", r"fused_moe_kernel"),
+    ("sampling", r"sampl|top_?p\b|topp|argmax|penalt|logprob"),
+    ("moe_routing", r"topkgating|topk_softmax|moe_align|count_and_sort|grouped_topk|fused_topk|routing|expert"),
+    ("activation", r"silu|act_and_mul|gelu|relu"),
+    ("quant", r"quant|fp8|scaled_fp8|per_token"),
+    ("attention", r"flash|fmha|attn|attention|paged|mla"),
+    ("norm", r"rms|norm"),
+    ("rope", r"rotary|rope"),
+    ("dense_gemm", r"gemm|gemv|sm90_|cutlass|cublas|nvjet|xmma|matmul|splitk"),
+    ("communication", r"nccl|all_reduce|allreduce|cross_device"),
+    ("copy", r"memcpy|memset|copy|fill|index|cat|elementwise"),
+)
+_COMPILED = tuple((name, re.compile(pattern, re.IGNORECASE)) for name, pattern in CLASSES)
+
+
+def kernel_class(name: str) -> str:
+    for cls, pattern in _COMPILED:
+        if pattern.search(name):
+            return cls
+    return "other"
+
+
+@dataclass
+class Step:
+    """One decode step: its kernels (name, start µs, duration µs) and its span."""
+
+    start_us: float
+    end_us: float
+    kernels: list[tuple[str, float, float]] = field(default_factory=list)
+    batch: int | None = None  # requests decoded in the step, where vLLM's annotation says
+
+    @property
+    def span_us(self) -> float:
+        return self.end_us - self.start_us
+
+    def busy_us(self) -> float:
+        """Time at least one kernel ran (overlaps counted once)."""
+        busy, reach = 0.0, self.start_us
+        for _, start, dur in sorted(self.kernels, key=lambda k: k[1]):
+            end = min(start + dur, self.end_us)
+            if end > reach:
+                busy += end - max(start, reach)
+                reach = end
+        return busy
+
+    def by_class(self) -> dict[str, tuple[int, float]]:
+        out: dict[str, list[float]] = defaultdict(list)
+        for name, _, dur in self.kernels:
+            out[kernel_class(name)].append(dur)
+        return {cls: (len(durs), sum(durs)) for cls, durs in out.items()}
+
+
+def load_events(path: Path) -> list[dict[str, Any]]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as f:
+        data = json.load(f)
+    return data["traceEvents"] if isinstance(data, dict) else data
+
+
+DECODE_STEP = re.compile(r"execute_context_0\(0\)_generation_(\d+)\(\d+\)")
+
+
+def steps_of(events: Iterable[dict[str, Any]]) -> tuple[list[Step], int]:
+    """(decode steps, steps dropped) of one trace: by vLLM's step annotations, else by CUDA graph replays."""
+    graph_calls: set[int] = set()
+    kernels: list[dict[str, Any]] = []
+    annotated: list[dict[str, Any]] = []
+    for e in events:
+        if e.get("ph") != "X":
+            continue
+        if e.get("cat") == "cuda_runtime" and e.get("name") == "cudaGraphLaunch":
+            graph_calls.add(int(e.get("args", {}).get("correlation", -1)))
+        elif e.get("cat") == "kernel":
+            kernels.append(e)
+        elif e.get("cat") == "gpu_user_annotation" and str(e.get("name", "")).startswith("execute_context_"):
+            annotated.append(e)
+    kernels.sort(key=lambda e: float(e["ts"]))
+    if annotated:
+        return _annotated_steps(annotated, kernels)
+    return _replay_steps(graph_calls, kernels)
+
+
+def _inside(kernels: list[dict[str, Any]], start: float, end: float) -> list[tuple[str, float, float]]:
+    return [(k["name"], float(k["ts"]), float(k["dur"])) for k in kernels if start <= float(k["ts"]) < end]
+
+
+def _annotated_steps(annotated: list[dict[str, Any]], kernels: list[dict[str, Any]]) -> tuple[list[Step], int]:
+    """Decode steps of the most common batch size (the profiled concurrency); other steps dropped and counted."""
+    decode = [(e, int(m.group(1))) for e in annotated if (m := DECODE_STEP.fullmatch(str(e["name"])))]
+    if not decode:
+        return [], len(annotated)
+    batch = Counter(b for _, b in decode).most_common(1)[0][0]
+    steps = []
+    for e, b in decode:
+        if b != batch:
+            continue
+        start = float(e["ts"])
+        step = Step(start, start + float(e["dur"]), batch=b)
+        step.kernels = [
+            (k["name"], float(k["ts"]), float(k["dur"])) for k in kernels if start <= float(k["ts"]) < step.end_us
+        ]
+        steps.append(step)
+    return steps, len(annotated) - len(steps)
+
+
+def _replay_steps(graph_calls: set[int], kernels: list[dict[str, Any]]) -> tuple[list[Step], int]:
+    replays: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for e in kernels:
+        corr = int(e.get("args", {}).get("correlation", -1))
+        if corr in graph_calls:
+            replays[corr].append(e)
+    firsts = sorted((min(float(k["ts"]) for k in ks), corr) for corr, ks in replays.items())
+    if not firsts:
+        return [], 0
+    typical = Counter(len(replays[corr]) for _, corr in firsts).most_common(1)[0][0]
+    steps, dropped = [], 0
+    for i, (start, corr) in enumerate(firsts):
+        end = firsts[i + 1][0] if i + 1 < len(firsts) else max(float(k["ts"]) + float(k["dur"]) for k in kernels)
+        if len(replays[corr]) != typical or i + 1 == len(firsts):  # the last step has no next replay to end it
+            dropped += 1
+            continue
+        step = Step(start, end)
+        step.kernels = _inside(kernels, start, end)
+        steps.append(step)
+    return steps, dropped
+
+
+@dataclass(frozen=True)
+class ClassRow:
+    kernel_class: str
+    kernels_per_step: float
+    us_per_step: float
+    share: float  # of the step's busy time
+
+
+def summarise(steps: Sequence[Step]) -> tuple[list[ClassRow], dict[str, float]]:
+    """Per class: median kernels and µs per step; and the step totals (medians)."""
+    if not steps:
+        raise ValueError("no decode step found: no GPU kernel inside vLLM's step annotations or CUDA graph replays")
+    classes = sorted({cls for s in steps for cls in s.by_class()})
+    busy = statistics.median(s.busy_us() for s in steps)
+    rows = []
+    for cls in classes:
+        counts = [s.by_class().get(cls, (0, 0.0)) for s in steps]
+        us = statistics.median(c[1] for c in counts)
+        rows.append(ClassRow(cls, statistics.median(c[0] for c in counts), us, us / busy if busy else 0.0))
+    rows.sort(key=lambda r: -r.us_per_step)
+    span = statistics.median(s.span_us for s in steps)
+    totals = {
+        "steps": float(len(steps)),
+        "kernels_per_step": statistics.median(len(s.kernels) for s in steps),
+        "batch": float(steps[0].batch or 0),
+        "span_us": span,
+        "busy_us": busy,
+        "gap_us": statistics.median(s.span_us - s.busy_us() for s in steps),
+    }
+    return rows, totals
+
+
+def markdown(label: str, rows: Sequence[ClassRow], totals: dict[str, float], dropped: int) -> str:
+    lines = [
+        f"### {label}",
+        "",
+        f"{totals['steps']:.0f} decode steps of {totals['batch']:.0f} requests ({dropped} other steps dropped; 0: "
+        f"not annotated); medians per step: "
+        f"{totals['kernels_per_step']:.0f} kernels, span {totals['span_us']:.0f} µs, GPU busy "
+        f"{totals['busy_us']:.0f} µs, gaps {totals['gap_us']:.0f} µs "
+        f"({100 * totals['gap_us'] / totals['span_us']:.0f} % of the step).",
+        "",
+        "| kernel class | kernels per step | µs per step | share of busy time |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r.kernel_class} | {r.kernels_per_step:.0f} | {r.us_per_step:.1f} | {100 * r.share:.1f} % |" for r in rows
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.e2e.profile_trace", description=__doc__.splitlines()[0])
+    parser.add_argument("traces", nargs="+", type=Path, help="torch profiler traces (.json or .json.gz)")
+    parser.add_argument("--label", action="append", default=[], help="one per trace (default: the file name)")
+    parser.add_argument("--out-csv", type=Path, required=True)
+    parser.add_argument("--out-md", type=Path, required=True)
+    args = parser.parse_args(argv)
+    labels = args.label or [t.name for t in args.traces]
+    if len(labels) != len(args.traces):
+        parser.error(f"--label given {len(labels)} times for {len(args.traces)} traces")
+    md, table = [], []
+    for label, trace in zip(labels, args.traces, strict=True):
+        try:
+            steps, dropped = steps_of(load_events(trace))
+            rows, totals = summarise(steps)
+        except (OSError, ValueError, KeyError) as exc:
+            print(f"profile_trace: {trace}: {exc}", file=sys.stderr)
+            return 1
+        md.append(markdown(label, rows, totals, dropped))
+        table += [{"trace": label, **r.__dict__, **{f"step_{k}": v for k, v in totals.items()}} for r in rows]
+    with args.out_csv.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(table[0]))
+        writer.writeheader()
+        writer.writerows(table)
+    args.out_md.write_text("\n".join(md))
+    print(f"profile_trace: wrote {args.out_csv} and {args.out_md}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""benchmarks.e2e.profile_trace on a trace built like a torch profiler's (kineto's Chrome format): decode steps found by
+their CUDA graph replay, kernels classed by name, busy time and gaps per step, the odd replays dropped."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.e2e import profile_trace
+
+# one decode step's graph: (name, offset µs, duration µs) - the MoE GEMM of vLLM, attention, a norm, a dense GEMM
+GRAPH = [("fused_moe_kernel", 0.0, 20.0), ("flash_fwd_splitkv_kernel", 25.0, 10.0), ("rms_norm_kernel", 40.0, 2.0),
+         ("nvjet_tst_128x64_64x4", 45.0, 15.0)]  # fmt: skip
+STEP_US = 100.0
+
+
+def trace(steps: int = 5, prefill_kernels: int = 9) -> list[dict]:
+    events, corr, t = [], 1000, 0.0
+
+    def replay(kernels: list[tuple[str, float, float]]) -> None:
+        nonlocal corr
+        corr += 1
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "ts": t - 5, "dur": 3,
+                       "args": {"correlation": corr}})  # fmt: skip
+        for name, offset, dur in kernels:
+            events.append({"ph": "X", "cat": "kernel", "name": name, "ts": t + offset, "dur": dur,
+                           "args": {"correlation": corr}})  # fmt: skip
+
+    replay([("fused_moe_kernel", i * 10.0, 8.0) for i in range(prefill_kernels)])  # prefill: another graph
+    t += 200.0
+    for _ in range(steps):
+        replay(GRAPH)
+        # an eager sampling kernel between two replays (its own launch, not a graph's), overlapping nothing
+        events.append({"ph": "X", "cat": "kernel", "name": "topk_topp_sampler", "ts": t + 70.0, "dur": 5.0,
+                       "args": {"correlation": 1}})  # fmt: skip
+        t += STEP_US
+    events.append({"ph": "i", "name": "marker", "ts": 0})  # not a complete event: ignored
+    return events
+
+
+def test_steps_are_graph_replays_with_the_eager_kernels_that_follow_them() -> None:
+    steps, dropped = profile_trace.steps_of(trace(steps=5))
+    assert dropped == 2  # the prefill graph (9 kernels) and the last step (no next replay ends it)
+    assert len(steps) == 4
+    step = steps[0]
+    assert step.span_us == STEP_US and len(step.kernels) == 5
+    assert step.busy_us() == pytest.approx(20 + 10 + 2 + 15 + 5)
+    assert step.by_class() == {"moe_gemm_vllm": (1, 20.0), "attention": (1, 10.0), "norm": (1, 2.0),
+                               "dense_gemm": (1, 15.0), "sampling": (1, 5.0)}  # fmt: skip
+
+
+def test_vllms_step_annotations_mark_the_decode_steps_of_the_profiled_batch() -> None:
+    # vLLM 0.32 names each step execute_context_<n>(<tokens>)_generation_<m>(<m>) (seen in the CPU engine's trace);
+    # on a GPU the profiler puts that range on the GPU timeline as a gpu_user_annotation
+    events = [e for e in trace(steps=4) if e.get("name") != "cudaGraphLaunch"]  # no graph needed here
+    t0 = 200.0
+
+    def annotation(name: str, ts: float, dur: float) -> dict:
+        return {"ph": "X", "cat": "gpu_user_annotation", "name": name, "ts": ts, "dur": dur}
+
+    events.append(annotation("execute_context_1(16)_generation_0(0)", 0.0, 150.0))  # the prefill
+    events += [annotation("execute_context_0(0)_generation_1(1)", t0 + i * STEP_US, 80.0) for i in range(3)]
+    events.append(annotation("execute_context_0(0)_generation_2(2)", t0 + 3 * STEP_US, 80.0))  # another batch
+    steps, dropped = profile_trace.steps_of(events)
+    assert len(steps) == 3 and dropped == 2 and {s.batch for s in steps} == {1}
+    assert steps[0].span_us == 80.0 and len(steps[0].kernels) == 5  # the graph's 4 and the sampler at +70
+    assert steps[0].span_us - steps[0].busy_us() == pytest.approx(80.0 - 52.0)
+
+
+def test_overlapping_kernels_count_once_in_the_busy_time() -> None:
+    step = profile_trace.Step(0.0, 100.0, [("a", 0.0, 30.0), ("b", 10.0, 30.0), ("c", 90.0, 20.0)])
+    assert step.busy_us() == pytest.approx(40.0 + 10.0)  # 0-40, then 90-100 (cut at the step's end)
+
+
+def test_the_summary_has_per_class_medians_and_the_gap(tmp_path: Path) -> None:
+    path = tmp_path / "rank0.pt.trace.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump({"traceEvents": trace(steps=6)}, f)
+    csv_path, md_path = tmp_path / "steps.csv", tmp_path / "steps.md"
+    assert (
+        profile_trace.main([str(path), "--label", "conc 1", "--out-csv", str(csv_path), "--out-md", str(md_path)]) == 0
+    )
+    md = md_path.read_text()
+    assert "5 decode steps of 0 requests (2 other steps dropped" in md and "5 kernels" in md
+    assert "gaps 48 µs (48 % of" in md
+    assert "| moe_gemm_vllm | 1 | 20.0 | 38.5 % |" in md
+    assert csv_path.read_text().splitlines()[0].startswith("trace,kernel_class,kernels_per_step,us_per_step,share")
+
+
+def test_a_trace_without_graph_replays_says_why(tmp_path: Path) -> None:
+    path = tmp_path / "eager.json"
+    path.write_text(
+        json.dumps([{"ph": "X", "cat": "kernel", "name": "k", "ts": 0, "dur": 1, "args": {"correlation": 5}}])
+    )
+    out = ["--out-csv", str(tmp_path / "a.csv"), "--out-md", str(tmp_path / "a.md")]
+    assert profile_trace.main([str(path), *out]) == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "cls"),
+    [
+        ("moe_gemm1_kernel", "moe_gemm_ours"),
+        ("moe_sum_kernel", "moe_sum"),
+        ("fused_moe_kernel", "moe_gemm_vllm"),
+        ("void vllm::moe::topkGatingSoftmax<8>", "moe_routing"),
+        ("act_and_mul_kernel<silu>", "activation"),
+        ("scaled_fp8_quant_kernel", "quant"),
+        ("triton_poi_fused_add_rms_norm_0", "norm"),
+        ("nvjet_tst_64x8_64x16_4x1_v_bz_TNN", "dense_gemm"),
+        ("topk_topp_sampler", "sampling"),
+        ("something_else", "other"),
+    ],
+)
+def test_kernel_names_map_to_their_class(name: str, cls: str) -> None:
+    assert profile_trace.kernel_class(name) == cls
