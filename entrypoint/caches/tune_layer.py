@@ -244,10 +244,11 @@ def tune_for_plan(plan: Plan, layer: Path, mode: str, budget_s: float, command: 
     log.info("%s", reason)
     if target is None:
         return None
+    from entrypoint.moe_plugin.triton_experts import project_kernel
     from kernels.tuning import gpu
     from kernels.tuning.timer import versions
 
-    bench = gpu.GpuBench()
+    bench = gpu.GpuBench(gpu.ProjectKernel(*project_kernel()))
     made_with = {**versions(("triton", "vllm", "torch")), "gpu": gpu.device_name()}
     try:
         outcome = run_tune(target, layer, budget_s, bench, gpu.device_name(), made_with, command)

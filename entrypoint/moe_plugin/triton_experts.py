@@ -21,13 +21,13 @@ How it fits vLLM 0.32's modular kernel (fused_moe/modular_kernel.py, experts/tri
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 
 from kernels.dispatch import DispatchKey, DispatchRow, DispatchTable
-from ops.fused_moe_fp8 import MoEKernelConfig, fused_moe_fp8
+from ops.fused_moe_fp8 import MoEKernelConfig, candidate_configs, fused_moe_fp8
 
 _ROW = "_moe_serving_row"  # per instance: the DispatchRow, or None when not eligible (decided once)
 # per instance, set while vLLM's apply runs on an input the prepare step already quantised: a TritonExperts held by
@@ -172,6 +172,12 @@ def patch(cls: type, table: DispatchTable, logger: logging.Logger) -> None:
 
     cls.expects_unquantized_inputs = property(expects_unquantized_inputs, doc=original_expects.__doc__)
     cls.apply = apply
+
+
+def project_kernel() -> tuple[Callable[..., Any], Callable[..., list[MoEKernelConfig]]]:
+    """Our kernel and its config sweep for the bake-time tune (entrypoint/caches/tune_layer.py), which races them
+    against vLLM's kernel to write this plugin's dispatch rows: the plugin stays the one way into ops."""
+    return fused_moe_fp8, candidate_configs
 
 
 def _skip_padding() -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from kernels import aot
 from kernels.config_files import Tile
@@ -20,10 +20,20 @@ from kernels.tuning.dispatch_rows import KernelPair, choose_config
 from kernels.tuning.timer import graph_us
 
 
+class ProjectKernel(NamedTuple):
+    """Our fused-MoE kernel and its config sweep (ops.fused_moe_fp8's fused_moe_fp8 and candidate_configs), handed
+    in by the caller: only the engine plugin imports our kernels (pyproject's import contracts), and the tune gets
+    them from it (entrypoint.moe_plugin.triton_experts.project_kernel)."""
+
+    run: Callable[..., Any]
+    candidate_configs: Callable[..., list[Any]]
+
+
 class GpuBench:
     """What kernels/tuning/search.Tuner and the dispatch check measure with, on this process's GPU."""
 
-    def __init__(self, workers: int | None = None) -> None:
+    def __init__(self, ours: ProjectKernel, workers: int | None = None) -> None:
+        self.ours = ours
         self.pool = aot.CompilePool(workers or os.cpu_count() or 1)
         self._shipped: dict[str, dict[int, Tile] | None] = {}
         self._incumbents: dict[tuple[str, int], Tile] = {}
@@ -63,11 +73,9 @@ class GpuBench:
     def pair(self, shape: KernelShape, m: int, tile: Tile) -> KernelPair:
         """Our kernel against vLLM's with ``tile``, on the same weights and routings: our fastest config of a small
         sweep (the default heuristic unless another is > 2 % faster), then both again under hot routing (M > 1)."""
-        from ops.fused_moe_fp8 import candidate_configs
-
         s = shape
         block_k = s.block_shape[1] if s.block_shape else 128
-        configs = candidate_configs(m, s.e, s.topk, s.h, s.n, block_k=block_k)
+        configs = self.ours.candidate_configs(m, s.e, s.topk, s.h, s.n, block_k=block_k)
         timed = []
         for config in configs:
             try:
@@ -84,15 +92,13 @@ class GpuBench:
         return KernelPair(m, ours_us, vllm_us, hot_ours, hot_vllm, config=chosen)
 
     def _ours(self, shape: KernelShape, m: int, routing: str, config: Any) -> float:
-        from ops.fused_moe_fp8 import fused_moe_fp8
-
         problem = self.problem(shape)
         timer = self._timer(shape, m, routing)
         act = "silu" if shape.model.gated else "relu2"
 
         def ours() -> None:
             for x, w, ids in timer.batch:
-                fused_moe_fp8(x, problem.w1, problem.w2, w, ids, **problem.scales, activation=act, config=config)
+                self.ours.run(x, problem.w1, problem.w2, w, ids, **problem.scales, activation=act, config=config)
 
         return graph_us(ours, calls=len(timer.batch))
 

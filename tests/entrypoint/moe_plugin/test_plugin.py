@@ -393,3 +393,12 @@ def test_padding_rows_are_masked_as_the_installed_vllm_marks_them(
         ref = _reference(case)
     assert cls.calls == []
     assert rel_err(out.double(), ref) < MOE_TOLERANCE[torch.bfloat16]
+
+
+def test_the_bake_time_tune_reaches_our_kernel_through_the_plugin() -> None:
+    # only the plugin imports ops (pyproject's import contracts); the tune races what it hands out (tune_layer.py)
+    import ops.fused_moe_fp8 as ours
+    from entrypoint.moe_plugin.triton_experts import project_kernel
+
+    run, configs = project_kernel()
+    assert run is ours.fused_moe_fp8 and configs is ours.candidate_configs
