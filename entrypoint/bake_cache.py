@@ -45,18 +45,23 @@ def bake_plan(model: str | None, properties: Path | None, layer: Path | None = N
     )
 
 
-def tune_then_plan(args: argparse.Namespace, command: str) -> Plan:
-    """`bake-cache`'s first step: tune on this GPU what the plan runs (entrypoint.caches.tune_layer), then the plan
-    that reads the tuned files, so the bake compiles the tiles and kernels a start from the layer will run."""
+def tune_step(
+    args: argparse.Namespace, where: str, command: str, gpu: str | None = None
+) -> tuple[Plan, tune_layer.TuneOutcome | None]:
+    """The plan `serve` would run, and the tune of it on this GPU into args.out (entrypoint.caches.tune_layer), as
+    `tune` runs it alone and `bake-cache` before its server; refuses (exit 2) where tuning needs a GPU it lacks."""
     from kernels.tuning.gpu import gpu_visible
 
-    tune_layer.require_gpu(args.tune, tune_layer.flavour(), gpu_visible(), "bake-cache")
-    plan = bake_plan(args.model, args.properties)
-    if args.tune == "off":
-        log.info("tune: off (--tune off): the image's and vLLM's tiles are used as they are")
-        return plan
+    tune_layer.require_gpu(args.tune, tune_layer.flavour(), gpu_visible(), where)
+    plan = bake_plan(args.model, args.properties, gpu=gpu)
     args.out.mkdir(parents=True, exist_ok=True)
-    outcome = tune_layer.tune_for_plan(plan, args.out, args.tune, args.tune_budget_s, command)
+    return plan, tune_layer.tune_for_plan(plan, args.out, args.tune, args.tune_budget_s, command)
+
+
+def tune_then_plan(args: argparse.Namespace, command: str) -> Plan:
+    """`bake-cache`'s first step: the tune, then the plan that reads the tuned files, so the bake compiles the tiles
+    and kernels a start from the layer will run."""
+    plan, outcome = tune_step(args, "bake-cache", command)
     return bake_plan(args.model, args.properties, layer=args.out) if outcome and outcome.written else plan
 
 

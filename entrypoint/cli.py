@@ -25,7 +25,7 @@ def _model_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _tune_arguments(parser: argparse.ArgumentParser, default: str, about: str) -> None:
-    from entrypoint.caches.tune_layer import DEFAULT_BUDGET_S, MODES
+    from entrypoint.caches.tune_defaults import DEFAULT_BUDGET_S, MODES
 
     parser.add_argument("--tune", default=default, help=f"{', '.join(MODES)} (default {default}; {about})")
     parser.add_argument(
@@ -103,16 +103,12 @@ def _command(argv: Sequence[str] | None) -> str:
 
 
 def _tune(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
-    from entrypoint.bake_cache import bake_plan
-    from entrypoint.caches import tune_layer
-    from kernels.tuning.gpu import gpu_visible
+    from entrypoint.bake_cache import tune_step
+    from entrypoint.caches.tune_layer import summary_lines
 
-    tune_layer.require_gpu(args.tune, tune_layer.flavour(), gpu_visible(), "tune")
-    args.out.mkdir(parents=True, exist_ok=True)
-    plan = bake_plan(args.model, args.properties, gpu=args.gpu)
-    outcome = tune_layer.tune_for_plan(plan, args.out, args.tune, args.tune_budget_s, _command(argv))
+    _, outcome = tune_step(args, "tune", _command(argv), gpu=args.gpu)
     if outcome is not None:
-        print("\n".join(tune_layer.summary_lines(outcome)))
+        print("\n".join(summary_lines(outcome)))
     return 0
 
 

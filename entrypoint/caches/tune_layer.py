@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from entrypoint.caches.tune_defaults import MODES
 from entrypoint.resolve.layer_files import TUNED_DISPATCH_FILE, TUNED_FOLDER
 from entrypoint.resolve.plan import Plan
 from entrypoint.resolve.tune_targets import TuneTarget, plan_tune_target
@@ -38,8 +39,6 @@ from kernels.tuning.dispatch_rows import OURS_MS, KernelPair, dispatch_row, merg
 from kernels.tuning.search import Tuner, TuneState, candidate_tiles, write_shape
 
 log = logging.getLogger("entrypoint.tune")
-DEFAULT_BUDGET_S = 600.0  # issue 32: the whole tune within 10 minutes on one H200
-MODES = ("auto", "on", "off")
 STATE_FILE = "tune-state.jsonl"  # beside tuned/, so the layer's tuned/ holds only what the resolver reads
 DISPATCH_RESERVE = 0.15  # share of the budget kept for our kernel against vLLM's, taken from the decode tiles
 DOCS = "docs/kernels.md"
@@ -107,20 +106,14 @@ def _progress_bar(total: int, desc: str) -> Any:
     return tqdm(total=total, desc=desc, unit="timing", file=sys.stderr, mininterval=5.0)
 
 
-def _ours_state(path: Path) -> dict[int, KernelPair]:
-    """Our-kernel pairs a killed run already measured (kind "ours" lines of the state file)."""
-    found: dict[int, KernelPair] = {}
-    if not path.exists():
-        return found
-    for line in path.read_text().splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if rec.get("kind") == "ours":
-            fields = {f.name for f in dataclasses.fields(KernelPair)}
-            found[int(rec["m"])] = KernelPair(**{k: v for k, v in rec.items() if k in fields})
-    return found
+def _ours_done(state: TuneState) -> dict[int, KernelPair]:
+    """Our-kernel pairs a killed run already measured (kind "ours" records of the state file)."""
+    fields = {f.name for f in dataclasses.fields(KernelPair)}
+    return {
+        int(rec["m"]): KernelPair(**{k: v for k, v in rec.items() if k in fields})
+        for rec in state.others
+        if rec.get("kind") == "ours"
+    }
 
 
 def run_tune(
@@ -139,8 +132,7 @@ def run_tune(
     t0 = clock()
     end = t0 + budget_s
     shape = target.shape
-    state_path = layer / STATE_FILE
-    state = TuneState.load(state_path)
+    state = TuneState.load(layer / STATE_FILE)
     tiles_end = end - DISPATCH_RESERVE * budget_s
     tuner = Tuner(bench.measure, state, tiles_end, bench.incumbent_for, clock=clock, log=log.info)
     left = tuner.planned(shape, target.ms)
@@ -156,7 +148,7 @@ def run_tune(
         count = bench.precompile(shape, tiles_for, pending)
         log.info("tune: %d kernel variants compiled for %d batch sizes in %.0f s", count, len(pending), clock() - t0)
     finals = tuner.tune_shape(shape, target.decode_ms)
-    pairs = _dispatch_pairs(target, layer, bench, finals, state_path, end, clock, bar)
+    pairs = _dispatch_pairs(target, bench, finals, state, end, clock, bar)
     tuner.deadline = end
     if len(finals) == len(target.decode_ms):
         finals.update(tuner.tune_shape(shape, target.prefill_ms))
@@ -190,16 +182,15 @@ def run_tune(
 
 def _dispatch_pairs(
     target: TuneTarget,
-    layer: Path,
     bench: Bench,
     finals: Mapping[int, Mapping[str, Any]],
-    state_path: Path,
+    state: TuneState,
     end: float,
     clock: Callable[[], float],
     bar: Any,
 ) -> list[KernelPair]:
     """Our kernel against vLLM's with the tile vLLM will run (the tuned one, else its own) at M = 1..16."""
-    done = _ours_state(state_path)
+    done = _ours_done(state)
     pairs = []
     for m in (m for m in OURS_MS if m in target.decode_ms):
         if m in done:
@@ -214,8 +205,7 @@ def _dispatch_pairs(
             log.info("tune: our kernel at M=%d: %s: %s; vLLM's kernel stays", m, type(exc).__name__, exc)
             break
         pairs.append(pair)
-        with state_path.open("a") as f:
-            f.write(json.dumps({"kind": "ours", **dataclasses.asdict(pair)}) + "\n")
+        state.add_other({"kind": "ours", **dataclasses.asdict(pair)})
         if bar is not None:
             bar.update(1)
     return pairs

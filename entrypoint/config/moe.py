@@ -9,7 +9,9 @@ accepted by a given vLLM on a given checkpoint and GPU is the resolver's questio
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
+from typing import TypeVar
 
 from entrypoint.utils.errors import ConfigError
 
@@ -57,6 +59,23 @@ class MoeKernel(StrEnum):
 def normalise_name(text: str) -> str:
     """`Flashinfer-Cutlass ` → `flashinfer_cutlass`, the way vLLM folds its own option values."""
     return text.strip().lower().replace("-", "_")
+
+
+E = TypeVar("E", bound=StrEnum)
+
+
+def parse_choice(
+    kind: type[E], text: str | None, key: str, problem: str, spellings: Mapping[str, E], also: Sequence[str]
+) -> E:
+    """An option naming one of ``kind``'s values, or one of ``spellings``; unset or empty is `auto`. A bad value is a
+    ConfigError naming ``key``, the value, ``problem`` and what is accepted (the values, then ``also``)."""
+    name = normalise_name(text or "") or "auto"
+    if name in spellings:
+        return spellings[name]
+    try:
+        return kind(name)
+    except ValueError:
+        raise ConfigError(key, text, problem, [value.value for value in kind] + list(also)) from None
 
 
 def parse_moe_backend(text: str | None, key: str = "option.moe_backend") -> MoeBackend:

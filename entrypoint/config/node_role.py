@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from entrypoint.config.moe import normalise_name
-from entrypoint.utils.errors import ConfigError
+from entrypoint.config.moe import parse_choice
 
 
 class NodeRole(StrEnum):
@@ -26,11 +25,4 @@ _SPELLINGS = {"leader": NodeRole.HEAD, "headless": NodeRole.WORKER}
 
 def parse_node_role(text: str | None, key: str = "option.node_role") -> NodeRole:
     """The user's option.node_role as a NodeRole; unset or empty is `auto`. `key` names where it was set."""
-    name = normalise_name(text or "") or NodeRole.AUTO.value
-    if name in _SPELLINGS:
-        return _SPELLINGS[name]
-    try:
-        return NodeRole(name)
-    except ValueError:
-        accepted = [value.value for value in NodeRole] + sorted(_SPELLINGS)
-        raise ConfigError(key, text, "unknown node role", accepted) from None
+    return parse_choice(NodeRole, text, key, "unknown node role", _SPELLINGS, sorted(_SPELLINGS))

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from entrypoint.config.moe import normalise_name
-from entrypoint.utils.errors import ConfigError
+from entrypoint.config.moe import parse_choice
 
 
 class Warmup(StrEnum):
@@ -24,11 +23,4 @@ _SPELLINGS = {"true": Warmup.ON, "false": Warmup.OFF, "1": Warmup.ON, "0": Warmu
 
 def parse_warmup(text: str | None, key: str = "option.warmup") -> Warmup:
     """The user's option.warmup as a Warmup; unset or empty is `auto`. `key` names where it was set."""
-    name = normalise_name(text or "") or Warmup.AUTO.value
-    if name in _SPELLINGS:
-        return _SPELLINGS[name]
-    try:
-        return Warmup(name)
-    except ValueError:
-        accepted = [value.value for value in Warmup] + ["true", "false"]
-        raise ConfigError(key, text, "unknown value", accepted) from None
+    return parse_choice(Warmup, text, key, "unknown value", _SPELLINGS, ["true", "false"])

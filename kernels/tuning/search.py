@@ -122,6 +122,7 @@ class TuneState:
     path: Path | None
     screen: dict[tuple[str, int, str], float] = field(default_factory=dict)
     final: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+    others: list[dict[str, Any]] = field(default_factory=list)  # records of other kinds (the dispatch check's)
 
     @classmethod
     def load(cls, path: Path | None) -> TuneState:
@@ -139,7 +140,14 @@ class TuneState:
                 st.screen[(rec["shape"], rec["m"], rec["tile_id"])] = rec["us"]
             elif rec.get("kind") == "final":
                 st.final[(rec["shape"], rec["m"])] = rec
+            else:
+                st.others.append(rec)
         return st
+
+    def add_other(self, rec: dict[str, Any]) -> None:
+        """A record of another kind (it has its own "kind"), kept and appended like the tile measurements."""
+        self.others.append(rec)
+        self._append(rec)
 
     def _append(self, rec: dict[str, Any]) -> None:
         if self.path is None:
