@@ -261,7 +261,10 @@ def fused_moe_fp8(
     """FP8 (w8a8) mixture-of-experts layer: Σ_k topk_weights · W2[e] · SiLU(W1[e]·x) ⊙ (W3[e]·x).
 
     hidden (T, H) bf16/fp16/fp32; w13 (E, 2I, H) float8_e4m3fn, rows [0, I) gate (W1), [I, 2I) up
-    (W3); w2 (E, H, I) float8_e4m3fn; topk_weights (T, k) float; topk_ids (T, k) int32/int64 in [0, E).
+    (W3); w2 (E, H, I) float8_e4m3fn; topk_weights (T, k) float; topk_ids (T, k) int32/int64 in [0, E), or
+    negative for a slot with no expert (vLLM's padding rows, another rank's expert): it adds nothing, whatever its
+    weight, so the caller needs no masking kernels (PAIR mode reads no weights for it; SCAN mode computes it with
+    expert 0's and weighs it 0).
     Weight scales (float32): per-tensor (E,), per-channel (E, 2I) / (E, H), or with
     block_shape=[B, B] (E, ⌈2I/B⌉, ⌈H/B⌉) / (E, ⌈H/B⌉, ⌈I/B⌉). Activation scales: (1,) float32 static,
     or None for dynamic (one scale per token row; per token and B-wide K group with block scales).

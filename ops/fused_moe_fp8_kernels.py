@@ -198,7 +198,7 @@ def moe_gemm1_kernel(
     w_ptr,  # (E, N1, H) float8_e4m3fn; GATED: N1 = 2I, rows [0, I) gate, [I, 2I) up; else N1 = I
     ws_ptr,  # w13 scales, float32: (E,) | (E, N1) | (E, ceil(N1/G), ceil(H/G))
     a_scale_ptr,  # (1,) float32 static scale of x (ignored when dynamic)
-    ids_ptr,  # (P,) int32 expert of each pair, P = T·k, pair p = (token p // k, slot p % k)
+    ids_ptr,  # (P,) int32 expert of each pair, P = T·k, pair p = (token p // k, slot p % k); < 0: none (padding)
     list_ptr,  # (E, P) int32 scratch: each expert's pair list (SCAN mode)
     count_ptr,  # (E,) int32 scratch: each expert's pair count (SCAN mode)
     part_ptr,  # (SPLIT, P, N1) float32 scratch: gate|up partial sums, one slab per K split (SPLIT > 1)
@@ -238,7 +238,8 @@ def moe_gemm1_kernel(
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     n_mask = offs_n < inter
     if PAIR_MODE:
-        expert = tl.load(ids_ptr + pid_r)
+        pair_id = tl.load(ids_ptr + pid_r)
+        expert = tl.maximum(pair_id, 0)  # id < 0: no expert (padding); below, no K step runs for it
         n_rows = 1
     else:
         expert = pid_r
@@ -249,6 +250,8 @@ def moe_gemm1_kernel(
     ws_e = ws_ptr + expert.to(tl.int64) * stride_se
     k_begin = pid_k * k_per_split
     k_end = tl.minimum(k_begin + k_per_split, H)
+    if PAIR_MODE:
+        k_end = tl.where(pair_id < 0, k_begin, k_end)  # a pair without an expert reads no weights: its act is 0
     n1 = 2 * inter if GATED else inter
     idx = tl.arange(0, BLOCK_M)
     for c in range(0, n_rows, BLOCK_M):
@@ -331,11 +334,13 @@ def moe_gemm2_kernel(
     idx = tl.arange(0, BLOCK_M)
     if PAIR_MODE:
         pid_k = tl.program_id(2)
-        expert = tl.load(ids_ptr + pid_r).to(tl.int64)  # routing: written before GEMM1, safe before the wait
+        pair_id = tl.load(ids_ptr + pid_r).to(tl.int64)  # routing: written before GEMM1, safe before the wait
+        expert = tl.maximum(pair_id, 0)
         k_begin = pid_k * k_per_split
+        k_end = tl.where(pair_id < 0, k_begin, tl.minimum(k_begin + k_per_split, inter))  # no expert: no weights read
         if PDL:
             w_rows = w_ptr + expert * stride_we + offs_n.to(tl.int64) * stride_wn
-            for k0 in range(k_begin, tl.minimum(k_begin + k_per_split, inter), BLOCK_K):
+            for k0 in range(k_begin, k_end, BLOCK_K):
                 _prefetch_l2(tl.where(n_mask, w_rows + k0, w_rows - offs_n * stride_wn))  # 1 line per row
             gdc_wait()  # GEMM1 done, `act` visible
         rmask = idx < 1
@@ -346,10 +351,10 @@ def moe_gemm2_kernel(
         )  # fmt: skip
         acc, _ = _expert_gemm(
             act_ptr, rows, rmask, inter, inter, a_s, w_ptr + expert * stride_we, offs_n, n_mask, 0, stride_wn,
-            ws_ptr + expert * stride_se, stride_sn, stride_sk, k_begin, tl.minimum(k_begin + k_per_split, inter),
+            ws_ptr + expert * stride_se, stride_sn, stride_sk, k_begin, k_end,
             W_SCALE, A_STATIC, GROUP, False, BLOCK_M, BLOCK_N, BLOCK_K,
         )  # fmt: skip
-        y = tl.sum(acc, axis=1) * tl.load(topk_w_ptr + pid_r)
+        y = tl.sum(acc, axis=1) * tl.where(pair_id < 0, 0.0, tl.load(topk_w_ptr + pid_r))
         token = pid_r // TOPK
         dst = out_ptr + token.to(tl.int64) * stride_ot + offs_n
         if TOPK * SPLIT == 1:
@@ -382,6 +387,7 @@ def moe_gemm2_kernel(
                 BLOCK_M, BLOCK_N, BLOCK_K,
             )  # fmt: skip
             wt = tl.load(topk_w_ptr + rows, mask=rmask, other=0.0)
+            wt = tl.where(tl.load(ids_ptr + rows, mask=rmask, other=0) < 0, 0.0, wt)  # pairs without an expert: 0
             out = scratch_ptr + rows[None, :].to(tl.int64) * H + offs_n[:, None]
             tl.store(out, acc * wt[None, :], mask=n_mask[:, None] & rmask[None, :])
 

@@ -48,6 +48,7 @@ def expert_pair_list(ids_ptr, list_ptr, count_ptr, expert, num_pairs, SCAN_BLOCK
     for start in range(0, num_pairs, SCAN_BLOCK):
         offs = start + tl.arange(0, SCAN_BLOCK)
         ids = tl.load(ids_ptr + offs, mask=offs < num_pairs, other=-1)
+        ids = tl.where((ids < 0) & (offs < num_pairs), 0, ids)  # a pair without an expert goes to expert 0, weight 0
         hit = (ids == expert).to(tl.int32)
         pos = count + tl.cumsum(hit, 0) - 1
         tl.store(list_ptr + pos, offs, mask=hit > 0)

@@ -15,7 +15,7 @@ How it fits vLLM 0.32's modular kernel (fused_moe/modular_kernel.py, experts/tri
   this GPU. Everything else keeps vLLM's path untouched.
 - Padding rows: under VLLM_MOE_SKIP_PADDING (on by default from 0.32; 0.26 had it off) vLLM's routers give the
   CUDA-graph and DP padding rows expert id -1 (router/fused_topk_router.py `_get_padding_mask`,
-  grouped_topk_router.py); our kernel takes ids in [0, E), so those rows are masked to weight 0.
+  grouped_topk_router.py); our kernel gives a negative id weight 0 itself, so no masking kernels run per layer.
 """
 
 from __future__ import annotations
@@ -112,8 +112,6 @@ def patch(cls: type, table: DispatchTable, logger: logging.Logger) -> None:
     original_expects = cls.expects_unquantized_inputs  # a property (entrypoint.moe_plugin.hook.find_hook checks)
     original_apply = cls.apply
     logged: set[str] = set()
-    # vLLM marks padding rows with expert id -1 under this flag (see the module doc); read once, as vLLM reads it
-    skip_padding = _skip_padding()
 
     def row_of(self: Any) -> DispatchRow | None:
         if _ROW not in self.__dict__:
@@ -153,7 +151,7 @@ def patch(cls: type, table: DispatchTable, logger: logging.Logger) -> None:
         ):
             run_project_kernel(
                 self, output, hidden_states, w1, w2, topk_weights, topk_ids, name, expert_map,
-                a2_scale, apply_router_weight_on_input, skip_padding, row.kernel_config(hidden_states.size(0)),
+                a2_scale, apply_router_weight_on_input, row.kernel_config(hidden_states.size(0)),
             )  # fmt: skip
             return
         quantised = a1q_scale is not None
@@ -180,17 +178,6 @@ def project_kernel() -> tuple[Callable[..., Any], Callable[..., list[MoEKernelCo
     return fused_moe_fp8, candidate_configs
 
 
-def _skip_padding() -> bool:
-    """vLLM's VLLM_MOE_SKIP_PADDING as vLLM reads it (envs.py: int(...), default 1 in 0.32, 0 in 0.26); on when
-    unreadable: masking costs three small kernels, an id of -1 reaching our kernel would read out of bounds."""
-    try:
-        import vllm.envs as envs
-
-        return bool(envs.VLLM_MOE_SKIP_PADDING)
-    except Exception:  # a vLLM without the flag, or one that fails to parse it
-        return True
-
-
 def run_project_kernel(
     experts: Any,
     output: torch.Tensor,
@@ -203,21 +190,16 @@ def run_project_kernel(
     expert_map: torch.Tensor | None,
     a2_scale: torch.Tensor | None,
     apply_router_weight_on_input: bool,
-    skip_padding: bool,
     config: Mapping[str, Any] | None = None,
 ) -> None:
     """vLLM's apply contract, computed by ops.fused_moe_fp8: `output` (M, K) gets Σ_k w · expert(x)."""
+    # Padding rows (VLLM_MOE_SKIP_PADDING) come with id -1: the kernel itself gives a negative id weight 0, so no
+    # masking kernels run here (three launches per layer and decode step fewer than the host-side mask, issue 33)
     ids, weights = topk_ids, topk_weights
     if apply_router_weight_on_input:
         weights = torch.ones_like(topk_weights)  # the prepare step already scaled the input (top-k = 1)
-    if expert_map is not None or skip_padding:
-        missing = topk_ids < 0  # padding rows (VLLM_MOE_SKIP_PADDING): -1 before any mapping
-        if expert_map is not None:  # expert parallelism: global ids → this rank's, -1 where another rank holds it
-            ids = expert_map[topk_ids.clamp_min(0).long()]
-            missing = missing | (ids < 0)
-        # weight 0 where missing; any id in [0, E) will do there (a padding row's id may stay an expert's)
-        weights = torch.where(missing, 0.0, weights)
-        ids = ids.clamp_min(0)
+    if expert_map is not None:  # expert parallelism: global ids → this rank's, -1 where another rank holds it
+        ids = torch.where(topk_ids < 0, -1, expert_map[topk_ids.clamp_min(0).long()])
     static = experts.block_shape is None
     fused_moe_fp8(
         hidden_states, w1, w2, weights, ids,

@@ -79,6 +79,26 @@ def test_top_k_1_to_8_both_fixups(k):
     check(args, kw, MoEKernelConfig(pair_mode=True, block_n1=16, block_n2=32, block_k=64, split_k=2, split_k2=2))
 
 
+@pytest.mark.parametrize("config", [PAIR_DEEP, PAIR_NOSPLIT, SCAN, SCAN_NOSPLIT], ids=lambda c: c.label())
+def test_a_negative_expert_id_adds_nothing_whatever_its_weight(config):
+    """vLLM's padding rows (and, under expert parallelism, another rank's experts) come as id -1 with a weight that
+    may be anything: the kernel adds nothing for them, so the plugin launches no masking kernels. Poisoned scratch
+    shows a pair that reads what nobody wrote; a whole token of -1 must come out as exact zeros. The 8 experts are
+    a view of 9 from the second on: an id of -1 read as an index finds a real expert's weights and scales there."""
+    args, kw = make_problem(3, 9, 2, 200, 80, scales="tensor", seed=11)
+    hidden, w13, w2, weights, ids = args
+    w13, w2 = w13[1:], w2[1:]
+    kw = {**kw, "w13_scale": kw["w13_scale"][1:], "w2_scale": kw["w2_scale"][1:]}
+    ids = torch.remainder(ids, 8)
+    ids[1] = -1  # a padding row: every slot
+    ids[2, 0] = -1  # one slot of a real row
+    expected = fused_moe_reference(hidden, w13, w2, torch.where(ids < 0, 0.0, weights), ids.clamp_min(0), **kw)
+    out = torch.full_like(hidden, float("nan"))
+    fused_moe_fp8(hidden, w13, w2, weights, ids, **kw, out=out, config=config)
+    assert rel_err(out, expected) < MOE_TOLERANCE[hidden.dtype]
+    assert torch.equal(out[1], torch.zeros_like(out[1]))
+
+
 @pytest.mark.parametrize(
     "config", [PAIR_DEEP, SCAN], ids=["pair", "scan"]
 )  # both modes use the GEMM1 fix-up counters; PAIR also GEMM2's
