@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.device.offline_engine import bundle, fatbin, symcheck
+from benchmarks.device.offline_engine import bundle, fatbin, fused_moe_90, symcheck
 from tests.conftest_paths import REPO
 
 HOST_INSTALL = REPO / "benchmarks/device/offline_engine/host_install.sh"
@@ -104,6 +104,51 @@ def test_host_install_refuses_a_bad_or_missing_piece(tmp_path: Path) -> None:
     refused = host_install(bad, tmp_path / "root")
     assert refused.returncode != 0 and "engine.tar.xz.part02: FAILED" in refused.stdout + refused.stderr
     assert not (tmp_path / "root/site").exists()
+
+
+def test_host_install_installs_the_fused_moe_90_upload_where_flashinfer_finds_a_prebuilt_module(tmp_path: Path) -> None:
+    engine = make_bundle(tmp_path / "engine.tar.xz", {"flashinfer/__init__.py": b""})
+    bundle.split(engine, tmp_path / "offline", 70_000)
+    pieces = copy_pieces(tmp_path / "offline", tmp_path / "pieces")
+    module = os.urandom(50_000)
+    subprocess.run(["xz", "-0", "-c"], input=module, stdout=(pieces / "fused_moe_90.so.xz").open("wb"), check=True)
+    sums = f"{bundle.sha256(pieces / 'fused_moe_90.so.xz')}  fused_moe_90.so.xz\n"
+    (pieces / "SHA256SUMS.moe90").write_text(sums)
+    done = host_install(pieces, tmp_path / "root")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "root/site/flashinfer/data/aot/fused_moe_90/fused_moe_90.so").read_bytes() == module
+    (pieces / "SHA256SUMS.moe90").write_text("0" * 64 + "  fused_moe_90.so.xz\n")  # a transfer that went wrong
+    refused = host_install(pieces, tmp_path / "root")
+    assert refused.returncode != 0 and "fused_moe_90.so.xz: FAILED" in refused.stdout + refused.stderr
+
+
+def test_fused_moe_90_prune_keeps_the_fp8_bf16_grouped_gemms_and_relinks_only_them(tmp_path: Path) -> None:
+    gen = tmp_path / "generated"
+    gen.mkdir()
+    fp16_out = (
+        "#if defined(ENABLE_FP8) && defined(ENABLE_FP8)\n        INSTANTIATE_TMA_WARP_SPECIALIZED_MOE_GEMM("
+        "Sm90, __nv_fp8_e4m3, __nv_fp8_e4m3, half, 1);\n#endif\n"
+    )
+    keep = gen / "keep.generated.cu"
+    keep.write_text(f"INSTANTIATE(Sm90, __nv_fp8_e4m3, __nv_fp8_e4m3, __nv_bfloat16, 1);\n{fp16_out}")
+    (gen / "other.generated.cu").write_text("INSTANTIATE(Sm90, __nv_fp8_e4m3, __nv_fp8_e4m3, half, 1);\n")  # fp16 out
+    sources = {
+        "keep.o": keep,
+        "other.o": gen / "other.generated.cu",
+        "fp8.o": "moe_gemm_kernels_fp8_fp8.cu",
+        "bf16.o": "moe_gemm_kernels_bf16_bf16.cu",
+        "binding.o": "binding.cu",
+    }
+    lines = [f"build {obj}: cuda_compile {src}" for obj, src in sources.items()]
+    lines.append(f"build m.so: link {' '.join(sources)}")
+    (tmp_path / "build.ninja").write_text("\n".join(lines) + "\n")
+    assert fused_moe_90.prune(tmp_path, gen) == (3, 2, 1)
+    pruned = (tmp_path / "build.pruned.ninja").read_text()
+    assert "build m.so: link keep.o fp8.o binding.o" in pruned
+    assert "other.o" not in pruned and "bf16.o" not in pruned
+    assert "#if 0" in keep.read_text() and "defined(ENABLE_FP8)" not in keep.read_text()
+    stubs = fused_moe_90.stubs_source(["_ZN12tensorrt_llm1fEv"])
+    assert '__asm__("_ZN12tensorrt_llm1fEv")' in stubs and "abort();" in stubs
 
 
 def test_selection_follows_the_lock_the_host_and_the_requirements() -> None:

@@ -154,7 +154,11 @@ case "$PHASE" in
              # then the plan reading that layer (MOE_BAKED_COMPILE_CACHE, as a start from a `make cache-layer` image
              # does) against LMI-equivalent (triton on vLLM's tiles), which is also the plan before tuning for such a
              # model: no tuned file, no dispatch row (`resolve` says so), at CONC under ROUTING
-             ARGS=(--models "${MODEL:?tuned needs MODEL}" --backends plan,triton --conc "${CONC:-1,4,16,64}"
+             # TUNED_BACKENDS: the rows (default plan,triton; add auto for vLLM's own choice, FlashInfer CUTLASS, which
+             # needs the pruned fused_moe_90 upload). TUNED_LAYER_FROM: a folder of tuned files from an earlier tune
+             # (a results folder's layers/MODEL), copied into the layer instead of tuning again
+             ARGS=(--models "${MODEL:?tuned needs MODEL}" --backends "${TUNED_BACKENDS:-plan,triton}"
+                   --conc "${CONC:-1,4,16,64}"
                    --long-input-len 0 --share-triton-cache) ;;
   nemotron-split) # issue 31, run 2026-12-04b: at 4 requests the plan was slower than LMI-equivalent in every repetition.
              # The plan, the plan without our kernel (our tiles, vLLM's kernel) and LMI-equivalent (vLLM's tiles) at 1
@@ -252,11 +256,16 @@ else nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 
 fi
 if [ "$PHASE" = tuned ] && [ "${DRY_RUN:-0}" != 1 ]; then
   LAYER=$WORK/layer-$MODEL
-  t0=$SECONDS
-  python3 -m entrypoint tune --model "$HERE/benchmarks/e2e/models/$MODEL" --out "$LAYER" --gpu H200 \
-    --tune-budget-s "${TUNE_BUDGET_S:-300}" 2>"$OUT/tune_$MODEL.log" | tee "$OUT/tune_$MODEL.txt"
-  echo "tune wall: $((SECONDS - t0)) s (budget ${TUNE_BUDGET_S:-300} s)" | tee -a "$OUT/tune_$MODEL.txt"
-  tail -n 5 "$OUT/tune_$MODEL.log"
+  if [ -n "${TUNED_LAYER_FROM:-}" ]; then
+    rm -rf "$LAYER" && mkdir -p "$LAYER/tuned" && cp "$TUNED_LAYER_FROM"/*.json "$LAYER/tuned/"
+    echo "tuned files from $TUNED_LAYER_FROM (no tune in this run)" | tee "$OUT/tune_$MODEL.txt"
+  else
+    t0=$SECONDS
+    python3 -m entrypoint tune --model "$HERE/benchmarks/e2e/models/$MODEL" --out "$LAYER" --gpu H200 \
+      --tune-budget-s "${TUNE_BUDGET_S:-300}" 2>"$OUT/tune_$MODEL.log" | tee "$OUT/tune_$MODEL.txt"
+    echo "tune wall: $((SECONDS - t0)) s (budget ${TUNE_BUDGET_S:-300} s)" | tee -a "$OUT/tune_$MODEL.txt"
+    tail -n 5 "$OUT/tune_$MODEL.log"
+  fi
   cp "$LAYER"/tuned/*.json "$OUT/" 2>/dev/null
   export MOE_BAKED_COMPILE_CACHE=$LAYER
 fi

@@ -42,6 +42,15 @@ else
   say "unpacked: $(du -sh "$SITE" | cut -f1)"
 fi
 
+# FlashInfer's CUTLASS fused-MoE module, pruned to FP8 (build_fused_moe_90.sh), when its upload is in PIECES: installed
+# where FlashInfer looks for a prebuilt module (flashinfer/data/aot/NAME/NAME.so), so auto rows start without a JIT build
+if [[ -f $PIECES/fused_moe_90.so.xz ]]; then
+  (cd "$PIECES" && sha256sum -c --quiet SHA256SUMS.moe90)
+  aot=$SITE/flashinfer/data/aot/fused_moe_90
+  mkdir -p "$aot" && xz -dc "$PIECES/fused_moe_90.so.xz" >"$aot/fused_moe_90.so"
+  say "FlashInfer fused_moe_90 (pruned to FP8) installed: $aot"
+fi
+
 if [[ ${NO_IMPORT_CHECK:-0} == 1 ]]; then say "unpacked; NO_IMPORT_CHECK=1: imports not checked"; exit 0; fi
 # What the engine's processes import with the site first on the path (sitecustomize.py in the site runs the CuTe
 # DSL's .pth and lets torch use the host's cuDNN 9.19; torch finds the carried NCCL through its RPATH).

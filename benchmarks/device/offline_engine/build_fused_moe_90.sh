@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# FlashInfer's SM90 CUTLASS fused-MoE module for the device host, pruned to FP8 x FP8 -> BF16 (fused_moe_90.py says
+# why and what): built inside the cuda image (its FlashInfer 0.7.0.post1, nvcc 13.0 wheels and CUDA_HOME), written to
+# OUT/fused_moe_90.so.xz, and split into the upload folder .offline/moe90 (git-ignored, one upload).
+# host_install.sh installs it as FlashInfer's prebuilt module when the pieces folder holds it.
+#   usage: build_fused_moe_90.sh [OUT]      (default ~/.cache/h200-bundle/moe90; resumes: ninja skips built objects)
+#   env:   IMAGE (default moe-serving:latest), JOBS (default: the CPU count), DOCKER (default docker)
+# Measured on a 2-core machine: see benchmarks/device/offline_engine/README.md ("FlashInfer CUTLASS for auto rows").
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+OUT=${1:-$HOME/.cache/h200-bundle/moe90}
+IMAGE=${IMAGE:-moe-serving:latest}
+JOBS=${JOBS:-$(nproc)}
+DOCKER=${DOCKER:-docker}
+mkdir -p "$OUT"
+T0=$SECONDS
+
+# shellcheck disable=SC2016 # expanded inside the container
+"$DOCKER" run --rm --network host --user 0 -e JOBS="$JOBS" -v "$OUT:/build" -v "$HERE:/tool:ro" --entrypoint bash \
+    "$IMAGE" -c '
+set -euo pipefail
+export FLASHINFER_WORKSPACE_BASE=/build/ws FLASHINFER_CUDA_ARCH_LIST=9.0a
+BUILD=$(python3 -c "
+from flashinfer.jit.fused_moe import gen_cutlass_fused_moe_sm90_module as g
+s = g(); s.write_ninja(); print(s.build_dir)")
+GEN=$(dirname "$(dirname "$BUILD")")/generated/cutlass_instantiations/90
+cd "$BUILD"
+python3 /tool/fused_moe_90.py prune "$BUILD" "$GEN"
+ninja -j"$JOBS" -f build.pruned.ninja > /build/ninja.log 2>&1 || { tail -40 /build/ninja.log; exit 1; }
+python3 /tool/fused_moe_90.py stubs fused_moe_90.so > /build/stubs.c
+cc -O2 -fPIC -shared -c /build/stubs.c -o /build/stubs.o
+# relink with the stubs: the link rule of build.pruned.ninja, the stubs object added
+objs=$(sed -n "s/^build .*fused_moe_90.so: link //p" build.pruned.ninja)
+c++ $objs /build/stubs.o -shared -L/opt/cuda/lib64 -L/opt/cuda/lib64/stubs -lcudart -lcuda -lnvrtc -o /build/fused_moe_90.so
+python3 -c "import tvm_ffi; tvm_ffi.load_module(\"/build/fused_moe_90.so\"); print(\"fused_moe_90: loads\")" \
+    || echo "fused_moe_90: does not load without a GPU driver here (checked on the host)"
+xz -6 -T2 -c /build/fused_moe_90.so > /build/fused_moe_90.so.xz
+ls -l /build/fused_moe_90.so /build/fused_moe_90.so.xz
+'
+cd "$HERE/../../.."
+mkdir -p .offline/moe90
+cp "$OUT/fused_moe_90.so.xz" .offline/moe90/
+(cd .offline/moe90 && sha256sum fused_moe_90.so.xz >SHA256SUMS.moe90)
+echo "build_fused_moe_90: $((SECONDS - T0)) s; upload folder .offline/moe90"
