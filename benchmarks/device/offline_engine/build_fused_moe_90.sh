@@ -3,7 +3,8 @@
 # why and what): built inside the cuda image (its FlashInfer 0.7.0.post1, nvcc 13.0 wheels and CUDA_HOME), written to
 # OUT/fused_moe_90.so.xz, and split into the upload folder .offline/moe90 (git-ignored, one upload).
 # host_install.sh installs it as FlashInfer's prebuilt module when the pieces folder holds it.
-#   usage: build_fused_moe_90.sh [OUT]      (default ~/.cache/h200-bundle/moe90; resumes: ninja skips built objects)
+#   usage: build_fused_moe_90.sh [OUT]      (default ~/.cache/h200-bundle/moe90; an OUT/fused_moe_90.so already there
+#          is kept: delete it to build again, which starts over, since write_ninja rewrites the generated sources)
 #   env:   IMAGE (default moe-serving:latest), JOBS (default: the CPU count), DOCKER (default docker)
 # Measured on a 2-core machine: see benchmarks/device/offline_engine/README.md ("FlashInfer CUTLASS for auto rows").
 set -euo pipefail
@@ -16,7 +17,7 @@ mkdir -p "$OUT"
 T0=$SECONDS
 
 # shellcheck disable=SC2016 # expanded inside the container
-"$DOCKER" run --rm --network host --user 0 -e JOBS="$JOBS" -v "$OUT:/build" -v "$HERE:/tool:ro" --entrypoint bash \
+[[ -f $OUT/fused_moe_90.so ]] || "$DOCKER" run --rm --network host --user 0 -e JOBS="$JOBS" -v "$OUT:/build" -v "$HERE:/tool:ro" --entrypoint bash \
     "$IMAGE" -c '
 set -euo pipefail
 export FLASHINFER_WORKSPACE_BASE=/build/ws FLASHINFER_CUDA_ARCH_LIST=9.0a
@@ -34,9 +35,10 @@ objs=$(sed -n "s/^build .*fused_moe_90.so: link //p" build.pruned.ninja)
 c++ $objs /build/stubs.o -shared -L/opt/cuda/lib64 -L/opt/cuda/lib64/stubs -lcudart -lcuda -lnvrtc -o /build/fused_moe_90.so
 python3 -c "import tvm_ffi; tvm_ffi.load_module(\"/build/fused_moe_90.so\"); print(\"fused_moe_90: loads\")" \
     || echo "fused_moe_90: does not load without a GPU driver here (checked on the host)"
-xz -6 -T2 -c /build/fused_moe_90.so > /build/fused_moe_90.so.xz
-ls -l /build/fused_moe_90.so /build/fused_moe_90.so.xz
+ls -l /build/fused_moe_90.so
 '
+xz -6 -T2 -c "$OUT/fused_moe_90.so" >"$OUT/fused_moe_90.so.xz"  # here: the image has no xz
+ls -l "$OUT/fused_moe_90.so.xz"
 cd "$HERE/../../.."
 mkdir -p .offline/moe90
 cp "$OUT/fused_moe_90.so.xz" .offline/moe90/
