@@ -118,15 +118,16 @@ case "$PHASE" in
   plugin-logits) ARGS=() ;;  # below: benchmarks.e2e.plugin_logits, not the harness
   engine-check) # issue 29: whether a new engine (vLLM 0.32) moved the baselines: the plan and LMI-equivalent (triton on
              # vLLM's tiles) at 1 and 64 with realistic routing (ROUTING). auto only when ENGINE_CHECK_BACKENDS names
-             # it: its FlashInfer CUTLASS MoE module (fused_moe_90, 241 nvcc objects) is in neither the image nor the
-             # bundle and would JIT-compile at its first start. No bake: each row's engine compiles its own kernels
+             # it: its FlashInfer CUTLASS MoE module (fused_moe_90, 241 nvcc objects) is not in the image; without the
+             # pruned .offline/moe90 upload (build_fused_moe_90.sh) it would JIT-compile at its first start. No bake:
+             # each row's engine compiles its own kernels
              ARGS=(--models qwen3-30b-a3b-fp8-static --backends "${ENGINE_CHECK_BACKENDS:-plan,triton}"
                    --conc 1,64 --long-input-len 0) ;;
   routing)  # issue 31: the served plan against LMI-equivalent (triton on vLLM's tiles) under ROUTING, concurrency 1 to 128
              # (CONC) and the 4096-token row (LONG_CONC; 0: none), each row against its HBM floor, for one bundled model
-             # (MODEL); auto stays out for the reason engine-check gives. The second engine reads the first's Triton
-             # kernels: its start is not a cold one
-             ARGS=(--models "${MODEL:-qwen3-30b-a3b-fp8-static}" --backends plan,triton
+             # (MODEL). ROUTING_BACKENDS: the rows (default plan,triton; plan,triton,auto with the moe90 upload, see
+             # engine-check). Later engines read the first's Triton kernels: their starts are not cold ones
+             ARGS=(--models "${MODEL:-qwen3-30b-a3b-fp8-static}" --backends "${ROUTING_BACKENDS:-plan,triton}"
                    --conc "${CONC:-1,2,4,8,16,32,64,128}" --share-triton-cache)
              if [ "${LONG_CONC:-1}" = 0 ]; then ARGS+=(--long-input-len 0); else ARGS+=(--long-conc "${LONG_CONC:-1}"); fi ;;
   routing-cost) # issue 31: what the routing simulator itself costs the engine, per model family (MODEL): the plan at one
