@@ -335,20 +335,25 @@ def test_an_input_the_prepare_step_quantised_goes_to_vllm_which_sees_the_origina
 
 
 def test_padding_rows_and_other_ranks_experts_contribute_nothing_with_or_without_an_expert_map(device: str) -> None:
+    from entrypoint.moe_plugin.triton_experts import run_project_kernel
+
     case = triton_experts(2, **SHAPE, scales="tensor-static", device=device)
     ids = case.topk_ids.clone()
     ids[1] = -1  # VLLM_MOE_SKIP_PADDING marks a padded row's every slot
     weights = case.topk_weights.clone()
     weights[1] = 0
-    ref = _reference(case, weights=weights, ids=ids.clamp_min(0))
-    from entrypoint.moe_plugin.triton_experts import run_project_kernel
 
-    for expert_map in (None, torch.arange(8, dtype=torch.int32, device=device)):
+    def run(expert_map: torch.Tensor | None) -> torch.Tensor:
         out = torch.empty_like(case.hidden)
         run_project_kernel(
             case.experts, out, case.hidden, case.w13, case.w2, case.topk_weights, ids, "silu", expert_map,
             case.experts.a2_scale, False,
         )  # fmt: skip
+        return out
+
+    ref = _reference(case, weights=weights, ids=ids.clamp_min(0))
+    for expert_map in (None, torch.arange(8, dtype=torch.int32, device=device)):
+        out = run(expert_map)
         assert rel_err(out.double(), ref) < MOE_TOLERANCE[torch.bfloat16]
         assert torch.equal(out[1], torch.zeros_like(out[1]))
     # expert parallelism: an expert another rank holds maps to -1 and adds nothing here
@@ -357,12 +362,7 @@ def test_padding_rows_and_other_ranks_experts_contribute_nothing_with_or_without
     expert_map[elsewhere] = -1
     weights[ids == elsewhere] = 0
     ref = _reference(case, weights=weights, ids=ids.clamp_min(0))
-    out = torch.empty_like(case.hidden)
-    run_project_kernel(
-        case.experts, out, case.hidden, case.w13, case.w2, case.topk_weights, ids, "silu", expert_map,
-        case.experts.a2_scale, False,
-    )  # fmt: skip
-    assert rel_err(out.double(), ref) < MOE_TOLERANCE[torch.bfloat16]
+    assert rel_err(run(expert_map).double(), ref) < MOE_TOLERANCE[torch.bfloat16]
 
 
 @pytest.mark.parametrize(
