@@ -146,8 +146,9 @@ case "$PHASE" in
   profile)   # issue 33, step 1: where a decode step's time goes. The plan and the plan without our kernel, one repetition
              # at PROFILE_CONC (default 1,8) under ROUTING, then one batch per concurrency under vLLM's torch profiler
              # (--profile-conc: after the measured rows); traces per row under OUT/profiles/, summarised per step into
-             # OUT/profile_steps.csv/.md by benchmarks.e2e.profile_trace
-             ARGS=(--models "${MODEL:-qwen3-30b-a3b-fp8-static}" --backends plan,plan_vllm_kernel
+             # OUT/profile_steps.csv/.md by benchmarks.e2e.profile_trace. PROFILE_BACKENDS: the rows (default
+             # plan,plan_vllm_kernel; `plan` alone fits ~200 s of a lease)
+             ARGS=(--models "${MODEL:-qwen3-30b-a3b-fp8-static}" --backends "${PROFILE_BACKENDS:-plan,plan_vllm_kernel}"
                    --conc "${PROFILE_CONC:-1,8}" --long-input-len 0 --reps 1 --profile-conc "${PROFILE_CONC:-1,8}"
                    --share-triton-cache) ;;
   tuned)     # issue 32: a model the image never tuned (MODEL). `python -m entrypoint tune` on this GPU first (the step

@@ -6,6 +6,7 @@ The queue runner that schedules phases on a GPU host has its own test (test_run_
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -162,3 +163,32 @@ def test_every_phase_routes_with_the_simulator_unless_told_dummy_and_refuses_an_
     assert bogus.returncode == 2
     refusal = "--routing: 'hot' is not a routing; accepted: uniform_random, hot_experts, dummy"
     assert refusal in bogus.stdout + bogus.stderr
+
+
+@pytest.mark.parametrize(
+    ("phase", "extra", "rows"),
+    [
+        ("profile", {}, ["plan", "plan_vllm_kernel"]),
+        ("profile", {"PROFILE_BACKENDS": "plan"}, ["plan"]),
+        ("routing", {}, ["plan", "triton"]),
+        ("routing", {"ROUTING_BACKENDS": "plan,triton,auto"}, ["plan", "triton", "auto"]),
+        ("tuned", {"MODEL": "phi-3.5-moe-fp8-static"}, ["plan", "triton"]),
+        (
+            "tuned",
+            {"MODEL": "phi-3.5-moe-fp8-static", "TUNED_BACKENDS": "plan,auto,triton"},
+            ["plan", "auto", "triton"],
+        ),
+    ],
+)
+def test_the_single_gpu_phases_plan_the_rows_their_backends_variable_names(
+    tmp_path: Path, phase: str, extra: dict[str, str], rows: list[str]
+) -> None:
+    # the lease-sized variants: one profiled engine, auto added to the routing rows and to the tuned model's
+    done = _phase(tmp_path, phase, gpus=1, **extra)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # the plan's table: "  MODEL tpN  BACKEND  moe_backend=...", before the dry run's per-server listing (which lists
+    # a row that is the same engine as an earlier one only once: without a tuned layer, the tuned plan is triton)
+    planned = [
+        line.split()[2] for line in done.stdout.splitlines() if re.match(r"  \S+ tp\d+ +\S+ +moe_backend=", line)
+    ]
+    assert planned == rows
