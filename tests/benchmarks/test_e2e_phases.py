@@ -183,7 +183,7 @@ def test_every_phase_routes_with_the_simulator_unless_told_dummy_and_refuses_an_
 def test_the_single_gpu_phases_plan_the_rows_their_backends_variable_names(
     tmp_path: Path, phase: str, extra: dict[str, str], rows: list[str]
 ) -> None:
-    # the lease-sized variants: one profiled engine, auto added to the routing rows and to the tuned model's
+    # the short variants: one profiled engine, auto added to the routing rows and to the tuned model's
     done = _phase(tmp_path, phase, gpus=1, **extra)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     # the plan's table: "  MODEL tpN  BACKEND  moe_backend=...", before the dry run's per-server listing (which lists
