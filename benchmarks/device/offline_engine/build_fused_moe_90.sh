@@ -30,9 +30,10 @@ python3 /tool/fused_moe_90.py prune "$BUILD" "$GEN"
 ninja -j"$JOBS" -f build.pruned.ninja > /build/ninja.log 2>&1 || { tail -40 /build/ninja.log; exit 1; }
 python3 /tool/fused_moe_90.py stubs fused_moe_90.so > /build/stubs.c
 cc -O2 -fPIC -shared -c /build/stubs.c -o /build/stubs.o
-# relink with the stubs: the link rule of build.pruned.ninja, the stubs object added
-objs=$(sed -n "s/^build .*fused_moe_90.so: link //p" build.pruned.ninja)
-c++ $objs /build/stubs.o -shared -L/opt/cuda/lib64 -L/opt/cuda/lib64/stubs -lcudart -lcuda -lnvrtc -o /build/fused_moe_90.so
+# relink with the stubs: the link command ninja has for the module, plus the stubs object
+link=$(ninja -f build.pruned.ninja -t commands "$BUILD/fused_moe_90.so" | tail -1)
+$link /build/stubs.o
+cp fused_moe_90.so /build/fused_moe_90.so
 python3 -c "import tvm_ffi; tvm_ffi.load_module(\"/build/fused_moe_90.so\"); print(\"fused_moe_90: loads\")" \
     || echo "fused_moe_90: does not load without a GPU driver here (checked on the host)"
 ls -l /build/fused_moe_90.so
