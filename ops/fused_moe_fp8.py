@@ -25,7 +25,14 @@ import torch
 import triton
 
 from ops import fused_moe_fp8_kernels as K
-from ops.moe_routing import expected_distinct_experts, use_pair_mode
+from ops.moe_routing import (
+    RANK_CHUNK,
+    SCORINGS,
+    LogitsRouting,
+    expected_distinct_experts,
+    moe_route_kernel,
+    use_pair_mode,
+)
 
 FP8_DTYPE = torch.float8_e4m3fn
 FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -257,6 +264,7 @@ def fused_moe_fp8(
     activation: str = "silu",
     out: torch.Tensor | None = None,
     config: MoEKernelConfig | None = None,
+    routing: LogitsRouting | None = None,
 ) -> torch.Tensor:
     """FP8 (w8a8) mixture-of-experts layer: Σ_k topk_weights · W2[e] · SiLU(W1[e]·x) ⊙ (W3[e]·x).
 
@@ -271,6 +279,9 @@ def fused_moe_fp8(
     activation "silu" (gated, as above) or "relu2" (non-gated relu(W1·x)², w13 is (E, I, H): Nemotron-3).
     Returns (T, H) in hidden's dtype, written into `out` when given (T, H) of that dtype. Expert ids
     are not range-checked on the device.
+    routing: route from the router's logits instead (ops.moe_routing.LogitsRouting); topk_ids (int32) and
+    topk_weights (float32), contiguous, are then written, not read. PAIR mode routes inside both GEMMs (no routing
+    launch); SCAN mode launches moe_route_kernel first. `fused_moe_fp8_from_logits` allocates them for you.
     """
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
@@ -279,6 +290,13 @@ def fused_moe_fp8(
     _validate(hidden, w13, w2, topk_weights, topk_ids, a13_scale, a2_scale, block, gated)
     t, h = hidden.shape
     e, two_i, _ = w13.shape
+    if routing is not None:
+        routing.validate(t, e)
+        if routing.top_k != topk_ids.shape[1]:
+            raise ValueError(f"routing.top_k={routing.top_k} but topk_ids has {topk_ids.shape[1]} slots")
+        for name, x, dtype in (("topk_ids", topk_ids, torch.int32), ("topk_weights", topk_weights, torch.float32)):
+            if x.dtype != dtype or not x.is_contiguous():
+                raise ValueError(f"{name} is written when routing from logits: contiguous {dtype}, got {_shape(x)}")
     inter = two_i // 2 if gated else two_i
     top_k = topk_ids.shape[1]
     mode1, s13 = _scale_mode("w13_scale", w13_scale, e, two_i, h, block)
@@ -332,19 +350,25 @@ def fused_moe_fp8(
     pdl = cfg.pdl and dev.type != "cpu"
     common = dict(W_SCALE=mode1, GROUP=group, PAIR_MODE=cfg.pair_mode, AMAX_BLOCK=AMAX_BLOCK, BLOCK_M=cfg.block_m,
                   BLOCK_K=cfg.block_k, num_warps=cfg.num_warps, num_stages=cfg.num_stages, PDL=pdl)  # fmt: skip
+    if routing is not None and not cfg.pair_mode:  # SCAN mode's programs belong to experts: route first
+        route_args, route_meta = _route_launch_args(routing, e, dummy)
+        moe_route_kernel[(num_pairs,)](*route_args[:3], ids, weights, *route_args[3:], TOPK=top_k, **route_meta)
+        routing = None
+    route_args, route_meta = _route_launch_args(routing, e, dummy)
+    route_meta = {**route_meta, "ROUTE": routing is not None}
 
     K.moe_gemm1_kernel[(rows1, tiles1, split1[1])](
-        hidden, w13, s13, a13, ids, pair_list, count, partials, c1, act,
+        hidden, w13, s13, a13, ids, weights, *route_args[:3], pair_list, count, partials, c1, act,
         num_pairs, h, inter, split1[0], hidden.stride(0), w13.stride(0), w13.stride(1),
-        s13.stride(0), s13.stride(1), s13.stride(2),
+        s13.stride(0), s13.stride(1), s13.stride(2), *route_args[3:], **route_meta,
         TOPK=top_k, A_STATIC=a13_scale is not None, GATED=gated, SPLIT=split1[1], SCAN_BLOCK=SCAN_BLOCK,
         BLOCK_N=cfg.block_n1, **common,
     )  # fmt: skip
     grid2 = (num_pairs, tiles2, split2[1]) if cfg.pair_mode else (e, tiles2)
     K.moe_gemm2_kernel[grid2](
-        act, w2, s2, a2, ids, weights, pair_list, count, scratch, c2, out,
+        act, w2, s2, a2, ids, weights, *route_args[:3], pair_list, count, scratch, c2, out,
         num_pairs, h, inter, split2[0], w2.stride(0), w2.stride(1), s2.stride(0), s2.stride(1), s2.stride(2),
-        out.stride(0),
+        out.stride(0), *route_args[3:], **route_meta,
         TOPK=top_k, A_STATIC=a2_scale is not None, SPLIT=split2[1], BLOCK_N=cfg.block_n2, launch_pdl=pdl, **common,
     )  # fmt: skip
     if not cfg.pair_mode:
@@ -352,6 +376,40 @@ def fused_moe_fp8(
             scratch, out, h, out.stride(0), TOPK=top_k, BLOCK_N=512, PDL=pdl, launch_pdl=pdl
         )
     return out
+
+
+def _route_launch_args(routing: LogitsRouting | None, num_experts: int, dummy: torch.Tensor) -> tuple[tuple, dict]:
+    """((logits, bias, padding, num_experts, logits row stride, scale), constexprs) of a routing launch; fixed
+    placeholders without routing, so the kernels compiled for precomputed ids stay the same ones."""
+    if routing is None:
+        return (dummy, dummy, dummy, num_experts, 0, 1.0), dict(
+            SCORING=0, HAS_BIAS=False, RENORM=False, HAS_PAD=False, BLOCK_E=16, RANK_CHUNK=16
+        )
+    pad = routing.is_padding
+    args = (routing.logits, routing.bias if routing.bias is not None else dummy, pad if pad is not None else dummy,
+            num_experts, routing.logits.stride(0), float(routing.scale))  # fmt: skip
+    block_e = max(16, triton.next_power_of_2(num_experts))
+    return args, dict(
+        SCORING=SCORINGS[routing.scoring], HAS_BIAS=routing.bias is not None, RENORM=routing.renormalize,
+        HAS_PAD=pad is not None, BLOCK_E=block_e, RANK_CHUNK=min(RANK_CHUNK, block_e),
+    )  # fmt: skip
+
+
+def fused_moe_fp8_from_logits(
+    hidden: torch.Tensor,
+    w13: torch.Tensor,
+    w2: torch.Tensor,
+    routing: LogitsRouting,
+    **kwargs: object,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`fused_moe_fp8` routed from `routing`'s logits: (out, topk_weights (T, k) float32, topk_ids (T, k) int32).
+
+    The MoE block in two launches at small M (PAIR mode): the router's top-k folded into both GEMMs."""
+    t = hidden.shape[0]
+    ids = torch.empty((t, routing.top_k), dtype=torch.int32, device=hidden.device)
+    weights = torch.empty((t, routing.top_k), dtype=torch.float32, device=hidden.device)
+    out = fused_moe_fp8(hidden, w13, w2, weights, ids, routing=routing, **kwargs)  # type: ignore[arg-type]
+    return out, weights, ids
 
 
 def _splits(k: int, split: int, block_k: int) -> tuple[int, int]:

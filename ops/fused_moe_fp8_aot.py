@@ -42,6 +42,13 @@ CASES: tuple[tuple[Any, ...], ...] = (
     ("qwen3-m64-scan-tensor-dynamic", 64, 128, 8, 2048, 768, "tensor", False, True, torch.bfloat16),
     ("dsv3-m64-scan-block-static", 64, 256, 8, 7168, 256, "block", True, True, torch.bfloat16),
 )
+# (case name, scoring, selection bias): the same launches routed from the router's logits (issue 33's fold): the
+# route_slot prologue in both PAIR-mode GEMMs, and moe_route_kernel before SCAN mode
+FOLDED: tuple[tuple[str, str, bool], ...] = (
+    ("qwen3-m1-pair-tensor-static", "softmax", False),
+    ("nemotron-m1-pair-relu2", "sigmoid", True),
+    ("qwen3-m64-scan-tensor-dynamic", "softmax", False),
+)
 
 
 class _MetaLauncher:
@@ -57,10 +64,14 @@ class _MetaLauncher:
         return launch
 
 
-def launches(case: tuple[Any, ...], config: Any = None) -> list[tuple[Any, tuple, tuple, dict]]:
-    """The kernel launches of fused_moe_fp8 for `case`, captured with meta tensors (no device work)."""
+def launches(
+    case: tuple[Any, ...], config: Any = None, fold: tuple[str, bool] | None = None
+) -> list[tuple[Any, tuple, tuple, dict]]:
+    """The kernel launches of fused_moe_fp8 for `case`, captured with meta tensors (no device work); `fold`:
+    (scoring, bias) to route from meta router logits instead of precomputed ids."""
     from ops import fused_moe_fp8 as F
     from ops import fused_moe_fp8_kernels as K
+    from ops.moe_routing import LogitsRouting
 
     _, t, e, k, h, inter, scales, static, gated, dtype = case
     n1 = 2 * inter if gated else inter
@@ -83,28 +94,33 @@ def launches(case: tuple[Any, ...], config: Any = None) -> list[tuple[Any, tuple
     kw: dict[str, Any] = dict(w13_scale=s13, w2_scale=s2, block_shape=[128, 128] if scales == "block" else None)
     if static:
         kw.update(a13_scale=torch.empty(1, **f32), a2_scale=torch.empty(1, **f32))
+    if fold is not None:
+        kw["routing"] = LogitsRouting(
+            torch.empty(t, e, dtype=dtype, **meta), k, fold[0], bias=torch.empty(e, **f32) if fold[1] else None
+        )
     calls: list = []
-    saved = {n: getattr(K, n) for n in ("moe_gemm1_kernel", "moe_gemm2_kernel", "moe_sum_kernel")}
+    modules = {"moe_gemm1_kernel": K, "moe_gemm2_kernel": K, "moe_sum_kernel": K, "moe_route_kernel": F}
+    saved = {n: getattr(module, n) for n, module in modules.items()}
     try:
         for n, fn in saved.items():
-            setattr(K, n, _MetaLauncher(calls, fn))
+            setattr(modules[n], n, _MetaLauncher(calls, fn))
         F.fused_moe_fp8(x, w13, w2, w, ids, **kw, activation="silu" if gated else "relu2", config=config)
     finally:
         for n, fn in saved.items():
-            setattr(K, n, fn)
+            setattr(modules[n], n, fn)
     return calls
 
 
-def _compile_for_sm90(runs: list[tuple[tuple[Any, ...], Any]]) -> int:
-    """Warm up every launch of each (case, config) under the GPU-less sm_90 driver; how many launches compiled."""
+def _compile_for_sm90(runs: list[tuple[Any, ...]]) -> int:
+    """Warm up every launch of each (case, config[, fold]) under the GPU-less sm_90 driver; how many compiled."""
     from triton.runtime.driver import driver
 
     from kernels.aot import Sm90Driver
 
     driver.set_active(Sm90Driver())
     compiled = 0
-    for case, config in runs:
-        for kernel, grid, args, kwargs in launches(case, config):
+    for case, config, *fold in runs:
+        for kernel, grid, args, kwargs in launches(case, config, *fold):
             kernel.warmup(*args, grid=grid, **kwargs)
             compiled += 1
     return compiled
@@ -114,11 +130,13 @@ def compile_all(with_candidates: bool = False) -> dict[str, Any]:
     """Compile every launch of CASES (and optionally every candidate config) for sm_90."""
     from ops import fused_moe_fp8 as F
 
-    runs: list[tuple[tuple[Any, ...], Any]] = []
+    runs: list[tuple[Any, ...]] = []
     for case in CASES:
         _, t, e, k, h, inter, *_ = case
         configs = [None, *(F.candidate_configs(t, e, k, h, inter) if with_candidates else ())]
         runs += [(case, cfg) for cfg in configs]
+    by_name = {case[0]: case for case in CASES}
+    runs += [(by_name[name], None, (scoring, bias)) for name, scoring, bias in FOLDED]
     t0 = time.perf_counter()
     return {"launches": _compile_for_sm90(runs), "seconds": round(time.perf_counter() - t0, 1)}
 

@@ -37,7 +37,7 @@ import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from ops.fp8_quant import dynamic_scale, quantize
-from ops.moe_routing import expert_pair_list
+from ops.moe_routing import expert_pair_list, route_slot
 
 # Weight scale layouts (constexpr W_SCALE)
 W_SCALE_TENSOR = 0  # (E,)
@@ -199,6 +199,10 @@ def moe_gemm1_kernel(
     ws_ptr,  # w13 scales, float32: (E,) | (E, N1) | (E, ceil(N1/G), ceil(H/G))
     a_scale_ptr,  # (1,) float32 static scale of x (ignored when dynamic)
     ids_ptr,  # (P,) int32 expert of each pair, P = T·k, pair p = (token p // k, slot p % k); < 0: none (padding)
+    route_w_ptr,  # ROUTE: (P,) float32 out, each pair's routing weight (ids_ptr is then an output too)
+    logits_ptr,  # ROUTE: (T, E) router logits; bias_ptr (E,) float32 (HAS_BIAS); pad_ptr (T,) (HAS_PAD)
+    bias_ptr,
+    pad_ptr,
     list_ptr,  # (E, P) int32 scratch: each expert's pair list (SCAN mode)
     count_ptr,  # (E,) int32 scratch: each expert's pair count (SCAN mode)
     part_ptr,  # (SPLIT, P, N1) float32 scratch: gate|up partial sums, one slab per K split (SPLIT > 1)
@@ -214,11 +218,21 @@ def moe_gemm1_kernel(
     stride_se,
     stride_sn,
     stride_sk,
+    num_experts,
+    stride_lt,
+    route_scale,
     TOPK: tl.constexpr,
     W_SCALE: tl.constexpr,
     A_STATIC: tl.constexpr,
     GROUP: tl.constexpr,
     PAIR_MODE: tl.constexpr,
+    ROUTE: tl.constexpr,  # PAIR mode: route from the logits (moe_routing.route_slot) instead of reading ids
+    SCORING: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    RENORM: tl.constexpr,
+    HAS_PAD: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    RANK_CHUNK: tl.constexpr,
     GATED: tl.constexpr,
     SPLIT: tl.constexpr,
     SCAN_BLOCK: tl.constexpr,
@@ -238,7 +252,16 @@ def moe_gemm1_kernel(
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     n_mask = offs_n < inter
     if PAIR_MODE:
-        pair_id = tl.load(ids_ptr + pid_r)
+        if ROUTE:  # this pair's expert from its token's logits; the first program of the pair records it for callers
+            pair_id, route_w = route_slot(
+                logits_ptr, bias_ptr, pad_ptr, pid_r // TOPK, pid_r % TOPK, num_experts, stride_lt, route_scale,
+                TOPK, SCORING, HAS_BIAS, RENORM, HAS_PAD, BLOCK_E, RANK_CHUNK,
+            )  # fmt: skip
+            first = (pid_n == 0) & (pid_k == 0)
+            tl.store(ids_ptr + pid_r, pair_id, mask=first)
+            tl.store(route_w_ptr + pid_r, route_w, mask=first)
+        else:
+            pair_id = tl.load(ids_ptr + pid_r)
         expert = tl.maximum(pair_id, 0)  # id < 0: no expert (padding); below, no K step runs for it
         n_rows = 1
     else:
@@ -297,6 +320,9 @@ def moe_gemm2_kernel(
     a_scale_ptr,  # (1,) float32 static scale of the activation (ignored when dynamic)
     ids_ptr,  # (P,) int32
     topk_w_ptr,  # (P,) float32 routing weight of each pair
+    logits_ptr,  # ROUTE: as moe_gemm1_kernel's (each pair routed again here: same inputs, same answer)
+    bias_ptr,
+    pad_ptr,
     list_ptr,  # (E, P) int32 pair lists written by GEMM1 (SCAN mode)
     count_ptr,  # (E,) int32 pair counts written by GEMM1 (SCAN mode)
     scratch_ptr,  # PAIR, TOPK·SPLIT > 1: (SPLIT, P, H) float32 weighted slices; SCAN: (P, H) fp32 rows
@@ -312,11 +338,21 @@ def moe_gemm2_kernel(
     stride_sn,
     stride_sk,
     stride_ot,
+    num_experts,
+    stride_lt,
+    route_scale,
     TOPK: tl.constexpr,
     W_SCALE: tl.constexpr,
     A_STATIC: tl.constexpr,
     GROUP: tl.constexpr,
     PAIR_MODE: tl.constexpr,
+    ROUTE: tl.constexpr,
+    SCORING: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    RENORM: tl.constexpr,
+    HAS_PAD: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    RANK_CHUNK: tl.constexpr,
     SPLIT: tl.constexpr,
     AMAX_BLOCK: tl.constexpr,
     BLOCK_M: tl.constexpr,
@@ -334,7 +370,15 @@ def moe_gemm2_kernel(
     idx = tl.arange(0, BLOCK_M)
     if PAIR_MODE:
         pid_k = tl.program_id(2)
-        pair_id = tl.load(ids_ptr + pid_r).to(tl.int64)  # routing: written before GEMM1, safe before the wait
+        if ROUTE:  # from the logits, which exist before GEMM1 runs: safe before the wait
+            routed_id, pair_w = route_slot(
+                logits_ptr, bias_ptr, pad_ptr, pid_r // TOPK, pid_r % TOPK, num_experts, stride_lt, route_scale,
+                TOPK, SCORING, HAS_BIAS, RENORM, HAS_PAD, BLOCK_E, RANK_CHUNK,
+            )  # fmt: skip
+            pair_id = routed_id.to(tl.int64)
+        else:
+            pair_id = tl.load(ids_ptr + pid_r).to(tl.int64)  # routing: written before GEMM1, safe before the wait
+            pair_w = tl.load(topk_w_ptr + pid_r)
         expert = tl.maximum(pair_id, 0)
         k_begin = pid_k * k_per_split
         k_end = tl.where(pair_id < 0, k_begin, tl.minimum(k_begin + k_per_split, inter))  # no expert: no weights read
@@ -354,7 +398,7 @@ def moe_gemm2_kernel(
             ws_ptr + expert * stride_se, stride_sn, stride_sk, k_begin, k_end,
             W_SCALE, A_STATIC, GROUP, False, BLOCK_M, BLOCK_N, BLOCK_K,
         )  # fmt: skip
-        y = tl.sum(acc, axis=1) * tl.where(pair_id < 0, 0.0, tl.load(topk_w_ptr + pid_r))
+        y = tl.sum(acc, axis=1) * tl.where(pair_id < 0, 0.0, pair_w)
         token = pid_r // TOPK
         dst = out_ptr + token.to(tl.int64) * stride_ot + offs_n
         if TOPK * SPLIT == 1:
