@@ -144,3 +144,51 @@ def test_bad_routing_is_refused_naming_the_field():
     ids64 = torch.zeros(2, 2, dtype=torch.int64)
     with pytest.raises(ValueError, match="topk_ids is written when routing from logits"):
         fused_moe_fp8(hidden, w13, w2, torch.zeros(2, 2), ids64, **kw, routing=LogitsRouting(_logits(2, 8, 0), 2))
+
+
+GPU_SHAPES = {  # (E, k, H, I, gated, scoring, bias, scale): Qwen3-30B-A3B, Nemotron-3-Nano (its sigmoid router)
+    "qwen3-30b-a3b": (128, 8, 2048, 768, True, "softmax", False, 1.0),
+    "nemotron-3-nano": (128, 6, 2688, 1856, False, "sigmoid", True, 2.5),
+}
+
+
+def _gpu_case(name: str, m: int, seed: int = 0):
+    e, k, h, inter, gated, scoring, bias, scale = GPU_SHAPES[name]
+    args, kw = make_problem(m, e, k, h, inter, scales="tensor", static=True, gated=gated, seed=seed)
+    g = torch.Generator(device=DEVICE).manual_seed(seed)
+    routing = LogitsRouting(
+        _logits(m, e, seed=seed + 1, dtype=torch.bfloat16), k, scoring,
+        bias=torch.randn(e, generator=g, device=DEVICE) * 0.1 if bias else None, scale=scale,
+    )  # fmt: skip
+    return args[:3], {**kw, "activation": "silu" if gated else "relu2"}, routing
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [1, 4, 64])  # PAIR mode (routing inside the GEMMs) and SCAN mode (a routing launch)
+@pytest.mark.parametrize("name", sorted(GPU_SHAPES))
+def test_gpu_folded_model_shapes(name, m):
+    (hidden, w13, w2), kw, routing = _gpu_case(name, m)
+    out, weights, ids = fused_moe_fp8_from_logits(hidden, w13, w2, routing, **kw)
+    ref_w, ref_ids = reference_routing(routing)
+    assert torch.equal(ids.long(), ref_ids)
+    torch.testing.assert_close(weights.double(), ref_w, rtol=1e-5, atol=1e-6)
+    expected = fused_moe_reference(hidden, w13, w2, ref_w, ref_ids, **kw)
+    assert rel_err(out, expected) < MOE_TOLERANCE[hidden.dtype]
+
+
+@pytest.mark.gpu
+def test_gpu_folded_kernels_replay_in_a_cuda_graph():
+    """Captured once, replayed on new logits written in place (as vLLM replays a decode step): the graph routes
+    the new logits, and gives what an eager call gives on them."""
+    (hidden, w13, w2), kw, routing = _gpu_case("qwen3-30b-a3b", 1)
+    out = torch.empty_like(hidden)
+    fused_moe_fp8_from_logits(hidden, w13, w2, routing, **kw, out=out)  # compiles outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        _, weights, ids = fused_moe_fp8_from_logits(hidden, w13, w2, routing, **kw, out=out)
+    for seed in (3, 4):
+        routing.logits.copy_(_logits(1, 128, seed=seed, dtype=torch.bfloat16))
+        graph.replay()
+        eager, eager_w, eager_ids = fused_moe_fp8_from_logits(hidden, w13, w2, routing, **kw)
+        assert torch.equal(ids, eager_ids) and torch.equal(weights, eager_w)
+        assert torch.equal(out, eager)

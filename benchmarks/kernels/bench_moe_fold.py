@@ -1,0 +1,189 @@
+"""The router's top-k folded into our MoE kernels (issue 33, step 2) against the same kernels fed a router's output.
+
+    python -m benchmarks.kernels.bench_moe_fold [--shapes qwen3-30b-a3b:tp1,...] [--ms 1,2,4,8] [--reps 3]
+
+Per shape and M, one CSV row (benchmarks/results/kernels/h200_moe_fold.csv; --out for another folder):
+  kernels_us      fused_moe_fp8 fed precomputed ids and weights: our two kernels alone, no router (a floor);
+  torch_route_us  the model's routing in torch ops (softmax or sigmoid, topk, gather, renormalise), then the kernels;
+  vllm_route_us   vLLM's fused top-k (`topk_softmax` / `topk_sigmoid`, one kernel, what the served router launches),
+                  then the kernels; empty where vLLM does not import;
+  folded_us       fused_moe_fp8_from_logits: the routing inside both GEMMs, no router launch;
+  fold_gain       (vllm_route_us, else torch_route_us) ÷ folded_us;
+  prologue_us     folded_us − kernels_us: what routing inside every program costs the kernels.
+Each column: the median of --reps timings, each tools/measure.graph_us over R calls on R different uniform routings
+captured in one CUDA graph (weights from HBM; graph-short launch gaps, as a served decode step replays its graph),
+with the spread (max − min) ÷ median beside it. Columns are timed in turn, rep by rep, so drift hits all alike.
+The routing: random normal logits × 2 (uniform in distribution); the bias of sigmoid routers: random, ~0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from benchmarks.paths import KERNEL_RESULTS
+from kernels.tuning import moe_harness
+from tools.measure import graph_us, hbm_read_gbs, run_preamble
+
+SHAPES = ("qwen3-30b-a3b:tp1", "nemotron-3-nano-30b-a3b:tp1", "mixtral-8x7b:tp1")
+BENCH_M = (1, 2, 4, 8)
+# The routers of the shapes' models (config.json): scoring, renormalise, selection bias, routed scaling factor
+ROUTERS: dict[str, tuple[str, bool, bool, float]] = {
+    "nemotron-3-nano-30b-a3b": ("sigmoid", True, True, 2.5),
+}
+DEFAULT_ROUTER = ("softmax", True, False, 1.0)  # Qwen3 (norm_topk_prob), Mixtral
+TIMED = ("kernels", "torch_route", "vllm_route", "folded")
+COLUMNS = (
+    "gpu", "torch", "triton", "vllm", "timestamp", "hbm_read_gbs", "shape", "M", "scoring",
+    *(f"{c}_us" for c in TIMED), *(f"{c}_spread" for c in TIMED), "fold_gain", "prologue_us", "reps",
+)  # fmt: skip
+
+
+def vllm_topk() -> Callable[..., Any] | None:
+    """vLLM's fused top-k (vllm._custom_ops.topk_softmax / topk_sigmoid), or None where vLLM does not import."""
+    try:
+        from vllm import _custom_ops as ops
+    except Exception as exc:  # the GPU host may have no vLLM
+        print(f"vLLM's top-k not available ({type(exc).__name__}: {exc}): vllm_route_us stays empty", file=sys.stderr)
+        return None
+
+    def topk(weights: torch.Tensor, ids: torch.Tensor, logits: torch.Tensor, scoring: str, renorm: bool) -> None:
+        fn = ops.topk_softmax if scoring == "softmax" else ops.topk_sigmoid
+        fn(weights, ids, torch.empty_like(ids), logits, renorm)
+
+    return topk
+
+
+def torch_route(logits: torch.Tensor, k: int, scoring: str, renorm: bool, bias: torch.Tensor | None, scale: float):
+    scores = logits.float().softmax(dim=-1) if scoring == "softmax" else logits.float().sigmoid()
+    keys = scores + bias if bias is not None else scores
+    ids = keys.topk(k, dim=-1).indices
+    weights = scores.gather(1, ids)
+    if renorm:
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+    return (weights * scale).contiguous(), ids.to(torch.int32).contiguous()
+
+
+def bench_shape(key: str, ms: tuple[int, ...], reps: int, topk_fn: Callable[..., Any] | None) -> list[dict]:
+    from kernels.shapes import shape_by_key
+
+    s = shape_by_key(key)
+    scoring, renorm, has_bias, scale = ROUTERS.get(s.model.name, DEFAULT_ROUTER)
+    problem = moe_harness.PlainMoEProblem(s)
+    act = "silu" if s.model.gated else "relu2"
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    bias = torch.randn(s.e, device="cuda", generator=gen) * 0.1 if has_bias else None
+    return [_bench_m(key, m, problem, act, (scoring, renorm, bias, scale), reps, topk_fn, gen) for m in ms]
+
+
+def _bench_m(
+    key: str, m: int, problem: Any, act: str, router: tuple, reps: int, topk_fn: Callable[..., Any] | None,
+    gen: torch.Generator,
+) -> dict[str, Any]:  # fmt: skip
+    from ops.fused_moe_fp8 import fused_moe_fp8, fused_moe_fp8_from_logits
+    from ops.moe_routing import LogitsRouting
+
+    s, (scoring, renorm, bias, scale) = problem.shape, router
+    w1, w2, scales = problem.w1, problem.w2, problem.scales
+    batch = problem.inputs(m, moe_harness.rotations(s, m))
+    logits = [torch.randn(m, s.e, device="cuda", generator=gen).mul_(2).to(torch.bfloat16) for _ in batch]
+    routed = [torch_route(lg, s.topk, scoring, renorm, bias, scale) for lg in logits]
+    bufs = [(torch.empty_like(w), torch.empty_like(i)) for w, i in routed]
+    xs = [x for x, _, _ in batch]
+
+    def kernels() -> None:
+        for x, (w, ids) in zip(xs, routed, strict=True):
+            fused_moe_fp8(x, w1, w2, w, ids, **scales, activation=act)
+
+    def via_torch() -> None:
+        for x, lg in zip(xs, logits, strict=True):
+            w, ids = torch_route(lg, s.topk, scoring, renorm, bias, scale)
+            fused_moe_fp8(x, w1, w2, w, ids, **scales, activation=act)
+
+    def via_vllm() -> None:
+        assert topk_fn is not None
+        for x, lg, (w, ids) in zip(xs, logits, bufs, strict=True):
+            topk_fn(w, ids, lg, scoring, renorm)
+            fused_moe_fp8(x, w1, w2, w, ids, **scales, activation=act)
+
+    def folded() -> None:
+        for x, lg in zip(xs, logits, strict=True):
+            routing = LogitsRouting(lg, s.topk, scoring, renorm, bias=bias, scale=scale)
+            fused_moe_fp8_from_logits(x, w1, w2, routing, **scales, activation=act)
+
+    runs = {"kernels": kernels, "torch_route": via_torch, "folded": folded}
+    if topk_fn is not None and bias is None:  # vLLM's topk_sigmoid has no selection bias: not the same work
+        runs["vllm_route"] = via_vllm
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(reps):
+        for name, run in runs.items():
+            times[name].append(graph_us(run, calls=len(xs)))
+    row: dict[str, Any] = {
+        "shape": key,
+        "M": m,
+        "scoring": scoring + ("+bias" if bias is not None else ""),
+        "reps": reps,
+    }
+    for name, values in times.items():
+        med = statistics.median(values)
+        row[f"{name}_us"] = round(med, 2)
+        row[f"{name}_spread"] = round((max(values) - min(values)) / med, 3)
+    baseline = row.get("vllm_route_us", row["torch_route_us"])
+    row["fold_gain"] = round(baseline / row["folded_us"], 3)
+    row["prologue_us"] = round(row["folded_us"] - row["kernels_us"], 2)
+    print(row, flush=True)
+    return row
+
+
+def markdown(rows: list[dict]) -> str:
+    head = "| shape | M | scoring | kernels µs | torch route µs | vLLM route µs | folded µs | gain | prologue µs |"
+    lines = [head, "|" + "---|" * 9]
+    for r in rows:
+
+        def cell(name: str, r: dict = r) -> str:
+            return f"{r[f'{name}_us']} ±{100 * r[f'{name}_spread']:.1f}%" if f"{name}_us" in r else ""
+
+        lines.append(
+            f"| {r['shape']} | {r['M']} | {r['scoring']} | {cell('kernels')} | {cell('torch_route')} | "
+            f"{cell('vllm_route')} | {cell('folded')} | {r['fold_gain']} | {r['prologue_us']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shapes", default=",".join(SHAPES))
+    ap.add_argument("--ms", default=",".join(map(str, BENCH_M)))
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--out", type=Path, default=KERNEL_RESULTS)
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("bench_moe_fold needs an NVIDIA GPU", file=sys.stderr)
+        return 2
+    meta = {**run_preamble(), "hbm_read_gbs": round(hbm_read_gbs(), 1)}
+    topk_fn = vllm_topk()
+    rows: list[dict] = []
+    args.out.mkdir(parents=True, exist_ok=True)
+    for key in args.shapes.split(","):
+        try:
+            rows += bench_shape(key, tuple(int(m) for m in args.ms.split(",")), args.reps, topk_fn)
+        except Exception as exc:  # one shape failing must not lose the others
+            print(f"[{key}] failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        with open(args.out / "h200_moe_fold.csv", "w", newline="") as f:  # after every shape: a cut run keeps rows
+            writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows({**meta, **r} for r in rows)
+        (args.out / "h200_moe_fold.md").write_text(markdown(rows))
+    print(markdown(rows))
+    return 0 if rows else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
