@@ -395,6 +395,17 @@ def _route_launch_args(routing: LogitsRouting | None, num_experts: int, dummy: t
     )  # fmt: skip
 
 
+def route(routing: LogitsRouting, topk_weights: torch.Tensor, topk_ids: torch.Tensor) -> None:
+    """Write `routing`'s top-k into topk_weights ((T, k) float32) and topk_ids ((T, k) int32), one launch
+    (moe_route_kernel): for a caller that needs the routing without our GEMMs."""
+    t, k = topk_ids.shape
+    routing.validate(t, routing.logits.shape[1])
+    if t == 0:
+        return
+    args, meta = _route_launch_args(routing, routing.logits.shape[1], topk_weights)
+    moe_route_kernel[(t * k,)](*args[:3], topk_ids, topk_weights, *args[3:], TOPK=k, **meta)
+
+
 def fused_moe_fp8_from_logits(
     hidden: torch.Tensor,
     w13: torch.Tensor,

@@ -20,10 +20,14 @@ from typing import Any
 
 from benchmarks.e2e.spec import MoEShape
 from entrypoint.moe_plugin import KERNEL_ENV  # the plan's switch for our kernel: only the plan rows keep it
+from entrypoint.moe_plugin.fold_routing import FOLD_ENV
 from entrypoint.warmup import WARMUP_ENVS
 
 # plan_vllm_kernel: the plan with option.moe_kernel=vllm (vLLM's kernels only), what the plugin adds is plan / it.
-BACKENDS: tuple[str, ...] = ("auto", "plan", "plan_vllm_kernel", "triton", "triton_tuned", "flashinfer_cutlass")
+# plan_fold: the plan with the router's top-k folded into our kernel (MOE_SERVING_FOLD_ROUTING=1, issue 33; not what
+# serve runs until it ships): a labelled comparison row, what the fold adds is plan / plan_fold.
+PLAN_ROWS = ("plan", "plan_vllm_kernel", "plan_fold")
+BACKENDS: tuple[str, ...] = ("auto", *PLAN_ROWS, "triton", "triton_tuned", "flashinfer_cutlass")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TUNED_DIR = REPO_ROOT / "kernels" / "configs"
 TUNED_ENV = "VLLM_TUNED_CONFIG_FOLDER"
@@ -130,7 +134,7 @@ def engine_setups(
     setups: list[EngineSetup] = []
     seen: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
     for name in backends:
-        if name in ("plan", "plan_vllm_kernel"):
+        if name in PLAN_ROWS:
             if plan_provider is None:
                 raise ValueError("backend 'plan' needs the resolver or a plan snapshot; neither is available")
             try:
@@ -142,6 +146,9 @@ def engine_setups(
                 env = {k: v for k, v in setup.env.items() if k != KERNEL_ENV}
                 unset = (*setup.unset_env, KERNEL_ENV)
                 setup = replace(setup, backend=name, env=env, unset_env=unset, note=setup.note + "; moe_kernel=vllm")
+            elif name == "plan_fold":
+                env = {**setup.env, FOLD_ENV: "1"}
+                setup = replace(setup, backend=name, env=env, note=setup.note + f"; {FOLD_ENV}=1 (comparison row)")
         else:
             setup = _fixed_setup(name, shape, tuned_dir)
         key = _identity(setup, shape)

@@ -34,6 +34,13 @@ def make_strategy() -> Any:
                 self._log_weights[key] = weights.log()
             return self._log_weights[key]
 
+        def simulated_logits(self, router_logits: torch.Tensor, top_k: int) -> torch.Tensor:
+            """Gumbel keys whose top-k is this strategy's pick: what the product's folded routing
+            (entrypoint/moe_plugin/fold_routing.py) routes by under this strategy, one draw per call."""
+            num_tokens, num_experts = router_logits.shape
+            uniform = torch.rand(num_tokens, num_experts, device=router_logits.device).clamp_(min=1e-20)
+            return self.log_weights(num_experts, top_k, router_logits.device) - torch.log(-torch.log(uniform))
+
         def route_tokens(
             self,
             hidden_states: torch.Tensor,
@@ -41,9 +48,8 @@ def make_strategy() -> Any:
             top_k: int,
             indices_type: torch.dtype | None = None,
         ) -> tuple[torch.Tensor, torch.Tensor]:
-            num_tokens, num_experts = hidden_states.shape[0], router_logits.shape[-1]
-            uniform = torch.rand(num_tokens, num_experts, device=hidden_states.device).clamp_(min=1e-20)
-            keys = self.log_weights(num_experts, top_k, hidden_states.device) - torch.log(-torch.log(uniform))
+            num_tokens = hidden_states.shape[0]
+            keys = self.simulated_logits(router_logits[:num_tokens], top_k)
             topk_ids = torch.topk(keys, top_k, dim=-1).indices.to(indices_type or torch.long)
             # equal weights, as vLLM's uniform strategy gives: the rows compare routings, not mixing weights
             topk_weights = torch.ones(num_tokens, top_k, dtype=torch.float32, device=hidden_states.device)

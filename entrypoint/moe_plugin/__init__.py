@@ -6,7 +6,8 @@ it does nothing unless the resolver's plan set MOE_SERVING_MOE_KERNEL=project (o
 then, on a vLLM it was checked against, it wraps vLLM's Triton FP8 experts (entrypoint.moe_plugin.triton_experts) so
 that the token counts kernels/fused_moe_dispatch.json lists run our kernel and every other call runs vLLM's. Any other
 case (another vLLM, the hook point gone, the table unreadable) leaves vLLM's kernel in place and logs one line saying
-so.
+so. With MOE_SERVING_FOLD_ROUTING=1 as well, the router's top-k moves into our kernel where it runs in PAIR mode
+(entrypoint.moe_plugin.fold_routing; opt-in until measured on an H200).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import logging
 import os
 from importlib.metadata import entry_points
 
+from entrypoint.moe_plugin import fold_routing
 from entrypoint.moe_plugin.cpu_amx import request_amx
 from entrypoint.moe_plugin.hook import install
 from kernels.dispatch import TABLE_ENV, table_path
@@ -51,7 +53,8 @@ def register() -> None:
     if os.environ.get(KERNEL_ENV) != "project":
         return
     try:
-        install(table_path(os.environ), logger)
+        if install(table_path(os.environ), logger) and os.environ.get(fold_routing.FOLD_ENV) == "1":
+            fold_routing.install(logger)
     except Exception as exc:  # a plugin that raises would stop vLLM: keep vLLM's kernel and say why
         logger.warning(
             "moe_kernel=project: not installed (%s: %s); vLLM's fused-MoE kernels run", type(exc).__name__, exc

@@ -26,8 +26,9 @@ from typing import Any
 
 import torch
 
+from entrypoint.moe_plugin.fold_routing import PENDING, ROW_OF
 from kernels.dispatch import DispatchKey, DispatchRow, DispatchTable
-from ops.fused_moe_fp8 import MoEKernelConfig, candidate_configs, fused_moe_fp8
+from ops.fused_moe_fp8 import LogitsRouting, MoEKernelConfig, candidate_configs, default_config, fused_moe_fp8, route
 
 _ROW = "_moe_serving_row"  # per instance: the DispatchRow, or None when not eligible (decided once)
 # per instance, set while vLLM's apply runs on an input the prepare step already quantised: a TritonExperts held by
@@ -143,6 +144,7 @@ def patch(cls: type, table: DispatchTable, logger: logging.Logger) -> None:
     ) -> None:
         row = row_of(self)
         name = _ACTIVATIONS.get(getattr(activation, "value", ""), "")
+        routing = self.__dict__.pop(PENDING, None)  # fold_routing: the top-k buffers are ours to fill
         if (
             row is not None
             and a1q_scale is None
@@ -151,9 +153,11 @@ def patch(cls: type, table: DispatchTable, logger: logging.Logger) -> None:
         ):
             run_project_kernel(
                 self, output, hidden_states, w1, w2, topk_weights, topk_ids, name, expert_map,
-                a2_scale, apply_router_weight_on_input, row.kernel_config(hidden_states.size(0)),
+                a2_scale, apply_router_weight_on_input, row.kernel_config(hidden_states.size(0)), routing,
             )  # fmt: skip
             return
+        if routing is not None:  # fold_routing decided for our kernel, but it does not run: route for vLLM's kernel
+            route(routing, topk_weights, topk_ids)
         quantised = a1q_scale is not None
         if quantised:
             self.__dict__[_QUANTISED_CALL] = True
@@ -170,6 +174,24 @@ def patch(cls: type, table: DispatchTable, logger: logging.Logger) -> None:
 
     cls.expects_unquantized_inputs = property(expects_unquantized_inputs, doc=original_expects.__doc__)
     cls.apply = apply
+    setattr(cls, ROW_OF, row_of)  # fold_routing asks each layer's row (bound: instance.ROW_OF())
+
+
+def pair_mode_at(row: DispatchRow, num_tokens: int) -> bool:
+    """Whether our kernel runs this many tokens in PAIR mode (one program row per (token, slot)) for this row."""
+    tuned = row.kernel_config(num_tokens)
+    if tuned:
+        return MoEKernelConfig(**tuned).pair_mode
+    key = row.key
+    return default_config(num_tokens, key.experts, key.top_k, key.hidden, key.n).pair_mode
+
+
+def logits_routing(
+    logits: torch.Tensor, top_k: int, scoring: str = "softmax", renormalize: bool = True,
+    is_padding: torch.Tensor | None = None,
+) -> LogitsRouting:  # fmt: skip
+    """The routing our kernel computes from a router's logits (fold_routing builds it; ops stays behind this module)."""
+    return LogitsRouting(logits, top_k, scoring, renormalize, is_padding=is_padding)
 
 
 def project_kernel() -> tuple[Callable[..., Any], Callable[..., list[MoEKernelConfig]]]:
@@ -191,11 +213,18 @@ def run_project_kernel(
     a2_scale: torch.Tensor | None,
     apply_router_weight_on_input: bool,
     config: Mapping[str, Any] | None = None,
+    routing: LogitsRouting | None = None,
 ) -> None:
-    """vLLM's apply contract, computed by ops.fused_moe_fp8: `output` (M, K) gets Σ_k w · expert(x)."""
+    """vLLM's apply contract, computed by ops.fused_moe_fp8: `output` (M, K) gets Σ_k w · expert(x).
+
+    routing (fold_routing): route from the router's logits inside our kernel, which writes topk_weights and
+    topk_ids (the buffers the router handed on); never with an expert map or weights applied on the input."""
     # Padding rows (VLLM_MOE_SKIP_PADDING) come with id -1: the kernel itself gives a negative id weight 0, so no
     # masking kernels run here (three launches per layer and decode step fewer than the host-side mask, issue 33)
     ids, weights = topk_ids, topk_weights
+    if routing is not None and (expert_map is not None or apply_router_weight_on_input):
+        route(routing, topk_weights, topk_ids)  # fold_routing never asks for this; stay correct if it ever does
+        routing = None
     if apply_router_weight_on_input:
         weights = torch.ones_like(topk_weights)  # the prepare step already scaled the input (top-k = 1)
     if expert_map is not None:  # expert parallelism: global ids → this rank's, -1 where another rank holds it
@@ -207,5 +236,5 @@ def run_project_kernel(
         a13_scale=experts.a1_scale.reshape(1) if static else None,
         a2_scale=a2_scale.reshape(1) if static and a2_scale is not None else None,
         block_shape=experts.block_shape, activation=activation, out=output,
-        config=MoEKernelConfig(**config) if config else None,
+        config=MoEKernelConfig(**config) if config else None, routing=routing,
     )  # fmt: skip

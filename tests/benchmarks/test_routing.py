@@ -85,3 +85,22 @@ def test_the_plugin_registers_hot_experts_with_vllms_simulator_and_routes_as_the
     # the plugin's sampler and the floor's Monte Carlo agree on each expert's chance to be picked
     assert max(abs(m - e) for m, e in zip(measured[:8], expected[:8], strict=True)) < 0.03
     assert math.isclose(sum(measured[:8]) / top_k, sum(expected[:8]) / top_k, abs_tol=0.01)
+
+
+def test_the_folded_routing_under_hot_experts_picks_as_the_simulator_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """fold_routing (the product's top-k inside our kernel) routes by the strategy's own keys: their top-k follows
+    the hot experts' chances, so a plan_fold row under hot_experts measures the routing the other rows run."""
+    torch = pytest.importorskip("torch")
+    from entrypoint.moe_plugin import fold_routing
+
+    routing_plugin.register()
+    monkeypatch.setenv(routing.STRATEGY_ENV, "hot_experts")
+    torch.manual_seed(1)
+    tokens, experts, top_k = 4096, 128, 8
+    keys = fold_routing.simulated_scores(torch.zeros(tokens, experts), top_k)
+    assert keys is not None and keys.shape == (tokens, experts)
+    picks = Counter(keys.topk(top_k, dim=-1).indices.flatten().tolist())
+    measured = [picks[i] / tokens for i in range(8)]
+    assert (
+        max(abs(m - e) for m, e in zip(measured, hot_inclusion_probabilities(experts, top_k)[:8], strict=True)) < 0.03
+    )

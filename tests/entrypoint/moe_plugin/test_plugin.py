@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from entrypoint.moe_plugin import KERNEL_ENV
+from entrypoint.moe_plugin.fold_routing import FOLD_ENV
 from entrypoint.moe_plugin.hook import APPLY_PARAMETERS, CHECKED_VLLM, find_hook, install
 from entrypoint.moe_plugin.triton_experts import ineligible_because, layer_key, patch
 from kernel_checks.reference import MOE_TOLERANCE, fused_moe_reference, rel_err
@@ -52,14 +53,27 @@ load_general_plugins()
 load_general_plugins()  # vLLM calls it in every process it starts, and may call it again: a no-op then
 print("apply from", triton_moe.TritonExperts.apply.__module__)
 print("expects from", triton_moe.TritonExperts.expects_unquantized_inputs.fget.__module__)
+from vllm.model_executor.layers.fused_moe.runner.moe_runner import MoERunner
+print("runner from", MoERunner._apply_quant_method.__module__)
 """
 PATCHED = "entrypoint.moe_plugin.triton_experts"
 VLLMS = "vllm.model_executor.layers.fused_moe.experts.triton_moe"
 
 
-def _plugin_lines(setup: str, kernel: str) -> tuple[list[str], str]:
-    out = _run_vllm_process(LOAD_PLUGINS.format(setup=setup), {KERNEL_ENV: kernel})
+def _plugin_lines(setup: str, kernel: str, fold: str = "") -> tuple[list[str], str]:
+    out = _run_vllm_process(LOAD_PLUGINS.format(setup=setup), {KERNEL_ENV: kernel, FOLD_ENV: fold})
     return [line for line in out.splitlines() if "moe_kernel=project" in line], out
+
+
+@pytest.mark.parametrize("fold", ["1", "0"])
+def test_the_fold_switch_wraps_vllms_runner_only_when_asked(fold: str) -> None:
+    lines, out = _plugin_lines("", "project", fold)
+    if fold == "1":
+        assert len(lines) == 2 and "the router's top-k runs inside our kernel" in lines[1], out[-3000:]
+        assert "runner from entrypoint.moe_plugin.fold_routing" in out
+    else:
+        assert len(lines) == 1, out[-3000:]
+        assert "runner from vllm.model_executor.layers.fused_moe.runner.moe_runner" in out
 
 
 @pytest.mark.parametrize("asked", [True, False], ids=["plan asks for it", "plan does not"])

@@ -1,0 +1,153 @@
+"""The router's top-k folded into our kernel (issue 33): one launch fewer per MoE layer at the token counts where
+our kernel runs in PAIR mode. Opt-in (FOLD_ENV=1) until an H200 run measures it against the router's own launch.
+
+How it reaches vLLM 0.32 (runner/moe_runner.py MoERunner._apply_quant_method, read in the 0.32.0 wheel): the runner
+calls `router.select_experts(router_logits)` (vLLM's `topk_softmax`/`topk_sigmoid`, one kernel), then the modular
+kernel, whose prepare step (no DP/EP) passes the top-k tensors through untouched, then our patched
+`TritonExperts.apply`. For a call the fold takes, the wrapper below gives the router, for this call only, a
+`select_experts` that returns two empty (M, k) buffers, and leaves the routing (a LogitsRouting on the same logits)
+on the experts instance; `apply` hands it to ops.fused_moe_fp8, whose GEMMs route every pair themselves and write the
+buffers. TritonExperts' finalize step reads neither (TopKWeightAndReduceNoOP). All of it runs inside vLLM's opaque
+`moe_forward` custom op, so CUDA graphs capture the two kernels and torch.compile never traces this Python.
+
+Which calls: a router that is exactly vLLM's FusedTopKRouter (softmax or sigmoid top-k, no EPLB, no routed-experts
+capture), or its routing simulator with a strategy whose picks are the top-k of scores the fold can be given (vLLM's
+`uniform_random`: uniform random scores; a strategy object with `simulated_logits`), on a layer without expert
+parallelism or DP, whose TritonExperts is patched and whose dispatch row gives this M to our kernel in PAIR mode.
+Every other call runs vLLM's router unchanged.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+FOLD_ENV = "MOE_SERVING_FOLD_ROUTING"  # "1": fold (the lab's comparison rows set it; off by default, see above)
+RUNNER_MODULE = "vllm.model_executor.layers.fused_moe.runner.moe_runner"
+RUNNER_CLASS = "MoERunner"
+RUNNER_PARAMETERS = (
+    "self", "hidden_states", "router_logits", "shared_experts_input", "input_ids", "shared_experts_overlapping",
+)  # fmt: skip
+PENDING = "_moe_serving_pending_routing"  # on the experts instance for the one call the fold takes
+ROW_OF = "_moe_serving_row_of"  # set on the patched experts class by triton_experts.patch: instance → DispatchRow
+INSTALLED_MARK = "_moe_serving_fold"
+
+
+def router_routing(router: Any, logits: torch.Tensor, num_tokens: int) -> Any:
+    """The routing (ops' LogitsRouting) that computes what `router` would, or None when the fold cannot stand in."""
+    from vllm.model_executor.layers.fused_moe.router.fused_topk_router import FusedTopKRouter, _get_padding_mask
+    from vllm.model_executor.layers.fused_moe.router.routing_simulator_router import RoutingSimulatorRouter
+
+    if router.eplb_state is not None or router.capture_fn is not None or router._routing_replay_out is not None:
+        return None
+    from entrypoint.moe_plugin.triton_experts import logits_routing  # the one door to ops (import contracts)
+
+    pad = _get_padding_mask(num_tokens)
+    if type(router) is FusedTopKRouter:
+        return logits_routing(logits, router.top_k, router.scoring_func, router.renormalize, is_padding=pad)
+    if type(router) is RoutingSimulatorRouter:
+        scores = simulated_scores(logits, router.top_k)
+        return None if scores is None else logits_routing(scores, router.top_k, is_padding=pad)
+    return None
+
+
+def simulated_scores(logits: torch.Tensor, top_k: int) -> torch.Tensor | None:
+    """Scores whose top-k the routing simulator's strategy picks from (one draw per call), or None.
+
+    vLLM's `uniform_random` takes the top-k of uniform random scores (routing_simulator_router.py
+    DistributionBasedRouting._sample_expert_ids): the same draw routes the folded kernel. Its weights are all 1; the
+    fold's are the renormalised softmax of the scores (~1/k): the same work, other mixing weights."""
+    import vllm.envs as envs
+    from vllm.model_executor.layers.fused_moe.router.routing_simulator_router import (
+        DistributionBasedRouting,
+        RoutingSimulator,
+    )
+
+    strategy = RoutingSimulator._routing_strategies.get(envs.VLLM_MOE_ROUTING_SIMULATION_STRATEGY or "")
+    if isinstance(strategy, DistributionBasedRouting) and strategy.distribution == "uniform":
+        return torch.rand(logits.shape, device=logits.device)
+    own: Callable[[torch.Tensor, int], torch.Tensor] | None = getattr(strategy, "simulated_logits", None)
+    return own(logits, top_k) if own is not None else None
+
+
+def fold_for(runner: Any, hidden_states: torch.Tensor, router_logits: torch.Tensor) -> tuple[Any, Any] | None:
+    """(the patched experts, the routing) when this call's routing can move into our kernel, else None."""
+    cfg = runner.moe_config
+    if cfg.dp_size > 1 or cfg.moe_parallel_config.use_ep or cfg.is_sequence_parallel:
+        return None
+    if getattr(runner.routed_experts, "apply_router_weight_on_input", False):
+        return None
+    kernel = getattr(runner.routed_experts.quant_method, "moe_kernel", None)
+    experts = getattr(kernel, "fused_experts", None) if kernel is not None else None
+    row_of = getattr(experts, ROW_OF, None)
+    row = row_of() if row_of is not None else None
+    m = hidden_states.size(0)
+    activation = {"silu": "silu", "relu2_no_mul": "relu2"}.get(cfg.activation.value, "")
+    if row is None or not row.uses_project_kernel(m, activation) or hidden_states.dtype != torch.bfloat16:
+        return None
+    from entrypoint.moe_plugin.triton_experts import pair_mode_at
+
+    routing = router_routing(runner.router, router_logits, m) if pair_mode_at(row, m) else None
+    return None if routing is None else (experts, routing)
+
+
+def find_runner(module_name: str = RUNNER_MODULE, class_name: str = RUNNER_CLASS) -> tuple[type | None, str]:
+    """(the runner class, "") or (None, why the fold cannot be installed)."""
+    import importlib
+
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError) as exc:
+        return None, f"{module_name}.{class_name} not found ({exc})"
+    method = getattr(cls, "_apply_quant_method", None)
+    if method is None:
+        return None, f"{class_name}._apply_quant_method is missing"
+    names = tuple(inspect.signature(method).parameters)
+    if names != RUNNER_PARAMETERS:
+        return None, f"{class_name}._apply_quant_method takes ({', '.join(names)}), not the arguments checked against"
+    return cls, ""
+
+
+def install(logger: logging.Logger, module_name: str = RUNNER_MODULE, class_name: str = RUNNER_CLASS) -> bool:
+    """Wrap the runner's _apply_quant_method (once per process); False and one line when it cannot be."""
+    cls, why = find_runner(module_name, class_name)
+    if cls is None:
+        logger.warning("moe_kernel=project: routing stays with vLLM's router (%s)", why)
+        return False
+    if getattr(cls, INSTALLED_MARK, False):
+        return True
+    original = cls._apply_quant_method
+
+    def _apply_quant_method(
+        self: Any, hidden_states: torch.Tensor, router_logits: torch.Tensor, *args: Any, **kwargs: Any
+    ) -> Any:  # the rest (shared_experts_input, input_ids, shared_experts_overlapping) passes through
+        fold = fold_for(self, hidden_states, router_logits)
+        if fold is None:
+            return original(self, hidden_states, router_logits, *args, **kwargs)
+        experts, routing = fold
+        m = hidden_states.size(0)
+        weights = torch.empty((m, routing.top_k), dtype=torch.float32, device=hidden_states.device)
+        ids = torch.empty((m, routing.top_k), dtype=torch.int32, device=hidden_states.device)
+
+        def deferred_select(*_args: Any, **_kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+            return weights, ids  # written by our kernel (ops.fused_moe_fp8 routing=)
+
+        experts.__dict__[PENDING] = routing
+        self.router.__dict__["select_experts"] = deferred_select
+        try:
+            return original(self, hidden_states, router_logits, *args, **kwargs)
+        finally:
+            del self.router.__dict__["select_experts"]
+            experts.__dict__.pop(PENDING, None)
+
+    cls._apply_quant_method = _apply_quant_method
+    setattr(cls, INSTALLED_MARK, True)
+    logger.info(
+        "moe_kernel=project: %s=1: the router's top-k runs inside our kernel where it runs in PAIR mode "
+        "(one launch fewer per MoE layer; docs/kernels.md, folding top-k)", FOLD_ENV,
+    )  # fmt: skip
+    return True

@@ -1,0 +1,168 @@
+"""The router's top-k folded into our kernel (entrypoint/moe_plugin/fold_routing.py) through vLLM 0.32's real
+runner method, router, modular kernel (prepare → patched TritonExperts.apply → finalize) and routing simulator, on
+the CPU (or the GPU).
+
+Router calls are counted (FusedTopKRouter._compute_routing, spied on; vLLM's CPU wheel has no `topk_softmax`
+kernel, so the spy routes in torch). The runner itself is a MoERunner built without its __init__ (which needs a model
+config) and given what `_apply_quant_method` reads: the router, the config and `routed_experts`, whose
+`forward_modular` does what vLLM's Fp8MoEMethod.apply does (quantization/fp8.py: `moe_kernel.apply(x, w13, w2,
+topk_weights, topk_ids, ...)`).
+"""
+
+from __future__ import annotations
+
+import logging
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+
+from entrypoint.moe_plugin import fold_routing
+from kernel_checks.reference import MOE_TOLERANCE, fused_moe_reference, rel_err
+from tests.entrypoint.moe_plugin.test_plugin import SHAPE, _patched
+from tests.entrypoint.moe_plugin.vllm_experts import ExpertsCase, triton_experts
+
+LOG = logging.getLogger("test.fold_routing")
+
+
+class RoutedExperts:
+    """What the runner reads of vLLM's RoutedExperts: its quant method's modular kernel and `forward_modular`."""
+
+    apply_router_weight_on_input = False
+
+    def __init__(self, case: ExpertsCase) -> None:
+        from vllm.model_executor.layers.fused_moe.activation import MoEActivation
+        from vllm.model_executor.layers.fused_moe.modular_kernel import FusedMoEKernel
+        from vllm.model_executor.layers.fused_moe.prepare_finalize.no_dp_ep import MoEPrepareAndFinalizeNoDPEPModular
+
+        self.case = case
+        kernel = FusedMoEKernel(MoEPrepareAndFinalizeNoDPEPModular(), case.experts)
+        self.quant_method = SimpleNamespace(moe_kernel=kernel, is_monolithic=False, topk_indices_dtype=None)
+        self.activation = MoEActivation.SILU
+
+    def forward_modular(self, x, topk_weights, topk_ids, shared_experts=None, shared_experts_input=None) -> Any:
+        self.seen = (topk_weights, topk_ids)
+        return self.quant_method.moe_kernel.apply(
+            x, self.case.w13, self.case.w2, topk_weights, topk_ids, activation=self.activation,
+            global_num_experts=self.case.w13.shape[0], expert_map=None, apply_router_weight_on_input=False,
+            shared_experts=shared_experts, shared_experts_input=shared_experts_input,
+        )  # fmt: skip
+
+
+def _runner(case: ExpertsCase, router: Any) -> Any:
+    from vllm.model_executor.layers.fused_moe.runner.moe_runner import MoERunner
+
+    runner = MoERunner.__new__(MoERunner)
+    torch.nn.Module.__init__(runner)
+    runner.router, runner.moe_config, runner._shared_experts = router, case.experts.moe_config, None
+    runner.routed_experts = RoutedExperts(case)
+    return runner
+
+
+@pytest.fixture
+def folded() -> Any:
+    """fold_routing installed on vLLM's MoERunner for the test, then taken off again."""
+    from vllm.model_executor.layers.fused_moe.runner.moe_runner import MoERunner
+
+    original = MoERunner._apply_quant_method
+    assert fold_routing.install(LOG)
+    yield MoERunner
+    MoERunner._apply_quant_method = original
+    delattr(MoERunner, fold_routing.INSTALLED_MARK)
+
+
+def _logits(m: int, e: int, seed: int, device: str = "cpu") -> torch.Tensor:
+    return torch.randn(m, e, generator=torch.Generator().manual_seed(seed)).mul_(2).to(torch.bfloat16).to(device)
+
+
+@pytest.fixture
+def router_calls(monkeypatch) -> list[int]:
+    """Each call of vLLM's FusedTopKRouter routing appends its token count; the routing itself is done in torch."""
+    from vllm.model_executor.layers.fused_moe.router.fused_topk_router import FusedTopKRouter
+
+    calls: list[int] = []
+
+    def compute(self, hidden_states, router_logits, indices_type, *, input_ids=None):
+        calls.append(router_logits.shape[0])
+        weights, ids = router_logits.float().softmax(dim=-1).topk(self.top_k, dim=-1)
+        return weights / weights.sum(dim=-1, keepdim=True), ids.to(indices_type or torch.int32)
+
+    monkeypatch.setattr(FusedTopKRouter, "_compute_routing", compute)
+    return calls
+
+
+def _reference(case: ExpertsCase, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(float64 output, weights, ids) of softmax top-k with renormalisation, as FusedTopKRouter computes it."""
+    probs = logits.double().softmax(dim=-1)
+    ids = torch.sort(-probs, dim=-1, stable=True).indices[:, : case.topk_ids.shape[1]]
+    weights = probs.gather(1, ids)
+    weights = weights / weights.sum(dim=-1, keepdim=True)
+    return fused_moe_reference(case.hidden, case.w13, case.w2, weights, ids, **case.kernel_kwargs), weights, ids
+
+
+def test_a_folded_call_never_runs_the_router_and_matches_the_float64_layer(folded, router_calls, device) -> None:
+    from vllm.model_executor.layers.fused_moe.router.fused_topk_router import FusedTopKRouter
+
+    case = triton_experts(2, **SHAPE, scales="tensor-static", device=device)
+    _patched(case, ((1, 2),))
+    router = FusedTopKRouter(top_k=SHAPE["top_k"], global_num_experts=SHAPE["e"], renormalize=True)
+    runner, logits = _runner(case, router), _logits(2, SHAPE["e"], seed=3, device=device)
+    _, out = runner._apply_quant_method(hidden_states=case.hidden, router_logits=logits, shared_experts_input=None)
+    expected, weights, ids = _reference(case, logits)
+    assert router_calls == []
+    assert rel_err(out.double(), expected) < MOE_TOLERANCE[torch.bfloat16]
+    seen_weights, seen_ids = runner.routed_experts.seen  # the buffers the router handed on: written by our kernel
+    assert torch.equal(seen_ids.long(), ids)
+    torch.testing.assert_close(seen_weights.double(), weights)
+    assert "select_experts" not in router.__dict__  # the per-call stand-in is gone after the call
+    assert fold_routing.PENDING not in case.experts.__dict__
+
+
+def test_a_token_count_outside_the_row_keeps_vllms_router(folded, router_calls, device) -> None:
+    from vllm.model_executor.layers.fused_moe.router.fused_topk_router import FusedTopKRouter
+
+    case = triton_experts(3, **SHAPE, scales="tensor-static", device=device)
+    cls = _patched(case, ((1, 2),))  # M = 3 is vLLM's: its (recorded) kernel and its router
+    router = FusedTopKRouter(top_k=SHAPE["top_k"], global_num_experts=SHAPE["e"])
+    _runner(case, router)._apply_quant_method(case.hidden, _logits(3, SHAPE["e"], seed=1, device=device), None)
+    assert router_calls == [3]
+    assert [c["hidden_states"].shape[0] for c in cls.calls] == [3]
+
+
+@pytest.mark.parametrize("strategy", ["uniform_random", "normal_routing"])
+def test_the_routing_simulator_routes_the_fold_by_its_own_draw_or_keeps_its_router(
+    folded, monkeypatch, strategy, device
+):
+    """uniform_random: the fold takes the top-k of a uniform draw, as the simulator would (a fresh draw per call);
+    a strategy the fold cannot stand in for (normal_routing) keeps the simulator's own picks."""
+    from vllm.model_executor.layers.fused_moe.router.routing_simulator_router import (
+        RoutingSimulator,
+        RoutingSimulatorRouter,
+    )
+
+    monkeypatch.setenv("VLLM_MOE_ROUTING_SIMULATION_STRATEGY", strategy)
+    simulated = []
+    original = RoutingSimulator.simulate_routing
+    monkeypatch.setattr(RoutingSimulator, "simulate_routing", lambda *a, **k: simulated.append(1) or original(*a, **k))
+    case = triton_experts(2, **SHAPE, scales="tensor-static", device=device)
+    cls = _patched(case, ((1, 2),))
+    router = RoutingSimulatorRouter(top_k=SHAPE["top_k"], global_num_experts=SHAPE["e"])
+    runner = _runner(case, router)
+    routings = []
+    for _ in range(2):
+        runner._apply_quant_method(case.hidden, _logits(2, SHAPE["e"], seed=0, device=device), None)
+        routings.append(runner.routed_experts.seen[1].clone())
+    assert cls.calls == []  # our kernel both ways
+    if strategy == "uniform_random":
+        assert simulated == []  # routed inside our kernel
+        assert not torch.equal(routings[0], routings[1])  # a new draw each call, not the (same) logits
+        assert all(len(set(row)) == SHAPE["top_k"] for r in routings for row in r.tolist())
+    else:
+        assert simulated == [1, 1]  # the simulator's own picks, fed to our kernel
+
+
+def test_a_runner_without_the_checked_method_keeps_vllms_router_with_one_line(caplog) -> None:
+    with caplog.at_level(logging.WARNING, logger=LOG.name):
+        assert not fold_routing.install(LOG, class_name="NoSuchRunner")
+    assert "routing stays with vLLM's router" in caplog.text and "NoSuchRunner" in caplog.text
