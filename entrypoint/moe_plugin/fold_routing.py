@@ -15,6 +15,12 @@ capture), or its routing simulator with a strategy whose picks are the top-k of 
 `uniform_random`: uniform random scores; a strategy object with `simulated_logits`), on a layer without expert
 parallelism or DP, whose TritonExperts is patched and whose dispatch row gives this M to our kernel in PAIR mode.
 Every other call runs vLLM's router unchanged.
+
+The simulator replaces every model's router (router_factory.py returns it first), so under it a layer would fold even
+where its own router (a biased or grouped top-k: Nemotron, GLM, DeepSeek-V3) never would, and a benchmark would
+measure a fold that users never get. The wrapped router factory therefore marks a simulator router with the routing
+of the router the model asked for (PRODUCTION_ROUTING), only when that one is a plain FusedTopKRouter, and only marked
+simulator routers fold.
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ RUNNER_PARAMETERS = (
 PENDING = "_moe_serving_pending_routing"  # on the experts instance for the one call the fold takes
 ROW_OF = "_moe_serving_row_of"  # set on the patched experts class by triton_experts.patch: instance → DispatchRow
 INSTALLED_MARK = "_moe_serving_fold"
+FACTORY_MODULE = "vllm.model_executor.layers.fused_moe.layer"  # where the MoE layer calls create_fused_moe_router
+PRODUCTION_ROUTING = "_moe_serving_production_routing"  # on a simulator router: (scoring, renormalize) of the model's
 
 
 def router_routing(router: Any, logits: torch.Tensor, num_tokens: int) -> Any:
@@ -49,10 +57,47 @@ def router_routing(router: Any, logits: torch.Tensor, num_tokens: int) -> Any:
     pad = _get_padding_mask(num_tokens)
     if type(router) is FusedTopKRouter:
         return logits_routing(logits, router.top_k, router.scoring_func, router.renormalize, is_padding=pad)
-    if type(router) is RoutingSimulatorRouter:
+    if type(router) is RoutingSimulatorRouter and PRODUCTION_ROUTING in router.__dict__:
         scores = simulated_scores(logits, router.top_k)
         return None if scores is None else logits_routing(scores, router.top_k, is_padding=pad)
     return None
+
+
+def plain_topk_routing(kwargs: dict[str, Any]) -> tuple[str, bool] | None:
+    """(scoring, renormalize) when create_fused_moe_router(**kwargs) builds a FusedTopKRouter once the simulator is
+    off (router_factory.py: no zero expert, no grouping, no custom function, no score bias or hash table, no fused
+    shared experts), else None. Degenerate grouping, which the factory may reduce to a plain top-k, counts as grouped:
+    the fold then stays off, never on where vLLM's own router would run."""
+    if kwargs.get("zero_expert_type") is not None or kwargs.get("use_grouped_topk"):
+        return None
+    if kwargs.get("custom_routing_function") is not None or kwargs.get("e_score_correction_bias") is not None:
+        return None
+    if kwargs.get("hash_indices_table") is not None or kwargs.get("num_fused_shared_experts", 0):
+        return None
+    scoring = kwargs.get("scoring_func", "softmax")
+    return (scoring, bool(kwargs.get("renormalize", True))) if scoring in ("softmax", "sigmoid") else None
+
+
+def wrap_router_factory(module_name: str = FACTORY_MODULE) -> None:
+    """Mark the simulator routers the MoE layer builds with the plain top-k their model asked for (see above)."""
+    import importlib
+
+    from vllm.model_executor.layers.fused_moe.router.routing_simulator_router import RoutingSimulatorRouter
+
+    module = importlib.import_module(module_name)
+    original = module.create_fused_moe_router
+    if getattr(original, INSTALLED_MARK, False):
+        return
+
+    def create_fused_moe_router(**kwargs: Any) -> Any:
+        router = original(**kwargs)
+        production = plain_topk_routing(kwargs)
+        if type(router) is RoutingSimulatorRouter and production is not None:
+            router.__dict__[PRODUCTION_ROUTING] = production
+        return router
+
+    setattr(create_fused_moe_router, INSTALLED_MARK, True)
+    module.create_fused_moe_router = create_fused_moe_router
 
 
 def simulated_scores(logits: torch.Tensor, top_k: int) -> torch.Tensor | None:
@@ -146,6 +191,7 @@ def install(logger: logging.Logger, module_name: str = RUNNER_MODULE, class_name
 
     cls._apply_quant_method = _apply_quant_method
     setattr(cls, INSTALLED_MARK, True)
+    wrap_router_factory()
     logger.info(
         "moe_kernel=project: %s=1: the router's top-k runs inside our kernel where it runs in PAIR mode "
         "(one launch fewer per MoE layer; docs/kernels.md, folding top-k)", FOLD_ENV,

@@ -62,13 +62,14 @@ def _runner(case: ExpertsCase, router: Any) -> Any:
 
 @pytest.fixture
 def folded() -> Any:
-    """fold_routing installed on vLLM's MoERunner for the test, then taken off again."""
+    """fold_routing installed on vLLM's MoERunner (and the MoE layer's router factory) for the test, then taken off."""
+    from vllm.model_executor.layers.fused_moe import layer
     from vllm.model_executor.layers.fused_moe.runner.moe_runner import MoERunner
 
-    original = MoERunner._apply_quant_method
+    original, factory = MoERunner._apply_quant_method, layer.create_fused_moe_router
     assert fold_routing.install(LOG)
     yield MoERunner
-    MoERunner._apply_quant_method = original
+    MoERunner._apply_quant_method, layer.create_fused_moe_router = original, factory
     delattr(MoERunner, fold_routing.INSTALLED_MARK)
 
 
@@ -130,12 +131,23 @@ def test_a_token_count_outside_the_row_keeps_vllms_router(folded, router_calls, 
     assert [c["hidden_states"].shape[0] for c in cls.calls] == [3]
 
 
-@pytest.mark.parametrize("strategy", ["uniform_random", "normal_routing"])
-def test_the_routing_simulator_routes_the_fold_by_its_own_draw_or_keeps_its_router(
-    folded, monkeypatch, strategy, device
+@pytest.mark.parametrize(
+    ("strategy", "model_router", "folds"),
+    [
+        ("uniform_random", {}, True),
+        ("normal_routing", {}, False),
+        ("uniform_random", {"scoring_func": "sigmoid", "e_score_correction_bias": torch.zeros(8)}, False),
+        ("uniform_random", {"use_grouped_topk": True, "num_expert_group": 2, "topk_group": 1}, False),
+    ],
+    ids=["uniform: folds", "normal_routing: simulator's picks", "a biased router (Nemotron)", "grouped (DeepSeek)"],
+)
+def test_the_routing_simulator_folds_only_where_the_models_own_router_would(
+    folded, monkeypatch, strategy, model_router, folds, device
 ):
-    """uniform_random: the fold takes the top-k of a uniform draw, as the simulator would (a fresh draw per call);
-    a strategy the fold cannot stand in for (normal_routing) keeps the simulator's own picks."""
+    """uniform_random: the fold takes the top-k of a uniform draw, as the simulator would (a fresh draw per call). A
+    strategy the fold cannot stand in for (normal_routing), or a model whose own router is no plain top-k (the
+    simulator replaces every router), keeps the simulator's picks: a benchmark never folds what users would not."""
+    from vllm.model_executor.layers.fused_moe import layer
     from vllm.model_executor.layers.fused_moe.router.routing_simulator_router import (
         RoutingSimulator,
         RoutingSimulatorRouter,
@@ -147,14 +159,15 @@ def test_the_routing_simulator_routes_the_fold_by_its_own_draw_or_keeps_its_rout
     monkeypatch.setattr(RoutingSimulator, "simulate_routing", lambda *a, **k: simulated.append(1) or original(*a, **k))
     case = triton_experts(2, **SHAPE, scales="tensor-static", device=device)
     cls = _patched(case, ((1, 2),))
-    router = RoutingSimulatorRouter(top_k=SHAPE["top_k"], global_num_experts=SHAPE["e"])
+    router = layer.create_fused_moe_router(top_k=SHAPE["top_k"], global_num_experts=SHAPE["e"], **model_router)
+    assert type(router) is RoutingSimulatorRouter
     runner = _runner(case, router)
     routings = []
     for _ in range(2):
         runner._apply_quant_method(case.hidden, _logits(2, SHAPE["e"], seed=0, device=device), None)
         routings.append(runner.routed_experts.seen[1].clone())
     assert cls.calls == []  # our kernel both ways
-    if strategy == "uniform_random":
+    if folds:
         assert simulated == []  # routed inside our kernel
         assert not torch.equal(routings[0], routings[1])  # a new draw each call, not the (same) logits
         assert all(len(set(row)) == SHAPE["top_k"] for r in routings for row in r.tolist())
