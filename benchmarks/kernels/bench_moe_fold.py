@@ -2,7 +2,7 @@
 
     python -m benchmarks.kernels.bench_moe_fold [--shapes qwen3-30b-a3b:tp1,...] [--ms 1,2,4,8] [--reps 3]
 
-Per shape and M, one CSV row (benchmarks/results/kernels/h200_moe_fold.csv; --out for another folder):
+Per shape and M, one CSV row (h200_moe_fold.csv and .md in the kernel results folder, or --out):
   kernels_us      fused_moe_fp8 fed precomputed ids and weights: our two kernels alone, no router (a floor);
   torch_route_us  the model's routing in torch ops (softmax or sigmoid, topk, gather, renormalise), then the kernels;
   vllm_route_us   vLLM's fused top-k (`topk_softmax` / `topk_sigmoid`, one kernel, what the served router launches),

@@ -28,9 +28,10 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:  # torch only where vLLM runs: the planning side and the lab's harness import FOLD_ENV without it
+    import torch
 
 FOLD_ENV = "MOE_SERVING_FOLD_ROUTING"  # "1": fold (the lab's comparison rows set it; off by default, see above)
 RUNNER_MODULE = "vllm.model_executor.layers.fused_moe.runner.moe_runner"
@@ -114,9 +115,17 @@ def simulated_scores(logits: torch.Tensor, top_k: int) -> torch.Tensor | None:
 
     strategy = RoutingSimulator._routing_strategies.get(envs.VLLM_MOE_ROUTING_SIMULATION_STRATEGY or "")
     if isinstance(strategy, DistributionBasedRouting) and strategy.distribution == "uniform":
+        import torch
+
         return torch.rand(logits.shape, device=logits.device)
     own: Callable[[torch.Tensor, int], torch.Tensor] | None = getattr(strategy, "simulated_logits", None)
     return own(logits, top_k) if own is not None else None
+
+
+def _bfloat16() -> Any:
+    import torch
+
+    return torch.bfloat16
 
 
 def fold_for(runner: Any, hidden_states: torch.Tensor, router_logits: torch.Tensor) -> tuple[Any, Any] | None:
@@ -132,7 +141,7 @@ def fold_for(runner: Any, hidden_states: torch.Tensor, router_logits: torch.Tens
     row = row_of() if row_of is not None else None
     m = hidden_states.size(0)
     activation = {"silu": "silu", "relu2_no_mul": "relu2"}.get(cfg.activation.value, "")
-    if row is None or not row.uses_project_kernel(m, activation) or hidden_states.dtype != torch.bfloat16:
+    if row is None or not row.uses_project_kernel(m, activation) or hidden_states.dtype != _bfloat16():
         return None
     from entrypoint.moe_plugin.triton_experts import pair_mode_at
 
@@ -173,6 +182,8 @@ def install(logger: logging.Logger, module_name: str = RUNNER_MODULE, class_name
         fold = fold_for(self, hidden_states, router_logits)
         if fold is None:
             return original(self, hidden_states, router_logits, *args, **kwargs)
+        import torch
+
         experts, routing = fold
         m = hidden_states.size(0)
         weights = torch.empty((m, routing.top_k), dtype=torch.float32, device=hidden_states.device)
