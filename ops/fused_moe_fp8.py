@@ -76,12 +76,17 @@ class MoEKernelConfig:
     # default_config turns it on where the H200 measured a gain (PDL_MAX_W2_BYTES)
     pdl: bool = False
     block_m: int = BLOCK_M  # token rows per dot (SCAN mode; PAIR mode always uses BLOCK_M)
+    # PAIR mode's top-k sum: False (shipped) sums the k·S2 slices in a fixed order, so a token's output does not depend
+    # on which program finishes last; True adds them with fp32 atomics (order-dependent), kept to measure what the
+    # deterministic sum costs (benchmarks/kernels/bench_moe_fold.py, kernels_atomic_us)
+    atomic_sum: bool = False
 
     def label(self) -> str:
         mode = "pair" if self.pair_mode else f"scan/m={self.block_m}"
         return (
             f"{mode}/n1={self.block_n1}/n2={self.block_n2}/k={self.block_k}/s1={self.split_k}/s2={self.split_k2}"
             f"/w={self.num_warps}/st={self.num_stages}{'/pdl' if self.pdl else ''}"
+            f"{'/atomic' if self.atomic_sum else ''}"
         )
 
 
@@ -336,9 +341,13 @@ def fused_moe_fp8(
     c1, c2 = counters, counters[n_c1:]
     partials = torch.empty((split1[1] if split1[1] > 1 else 0, num_pairs, two_i), dtype=torch.float32, device=dev)
     act = torch.empty((num_pairs, inter), dtype=torch.float32, device=dev)
+    atomic = fix2 and cfg.atomic_sum
     if cfg.pair_mode:
         pair_list = count = ids  # unused in PAIR mode
-        scratch = torch.empty((split2[1] if fix2 else 0, num_pairs, h), dtype=torch.float32, device=dev)
+        if atomic:
+            scratch = _zeroed(_ACCUMULATORS, dev, t * h, torch.float32)
+        else:
+            scratch = torch.empty((split2[1] if fix2 else 0, num_pairs, h), dtype=torch.float32, device=dev)
     else:
         pair_list = torch.empty((e, num_pairs), dtype=torch.int32, device=dev)
         count = torch.empty((e,), dtype=torch.int32, device=dev)
@@ -369,7 +378,8 @@ def fused_moe_fp8(
         act, w2, s2, a2, ids, weights, *route_args[:3], pair_list, count, scratch, c2, out,
         num_pairs, h, inter, split2[0], w2.stride(0), w2.stride(1), s2.stride(0), s2.stride(1), s2.stride(2),
         out.stride(0), *route_args[3:], **route_meta,
-        TOPK=top_k, A_STATIC=a2_scale is not None, SPLIT=split2[1], BLOCK_N=cfg.block_n2, launch_pdl=pdl, **common,
+        TOPK=top_k, A_STATIC=a2_scale is not None, SPLIT=split2[1], ATOMIC_SUM=atomic, BLOCK_N=cfg.block_n2,
+        launch_pdl=pdl, **common,
     )  # fmt: skip
     if not cfg.pair_mode:
         K.moe_sum_kernel[(t, triton.cdiv(h, 512))](
@@ -430,6 +440,7 @@ def _splits(k: int, split: int, block_k: int) -> tuple[int, int]:
 
 
 _COUNTERS: dict[torch.device, torch.Tensor] = {}
+_ACCUMULATORS: dict[torch.device, torch.Tensor] = {}  # atomic_sum's (T, H) fp32 sums, zero between launches
 _RETIRED: list[torch.Tensor] = []  # outgrown buffers: a captured CUDA graph may still point at them
 
 
@@ -440,19 +451,25 @@ def _capturing(device: torch.device) -> bool:
 
 def _counters(device: torch.device, n: int) -> torch.Tensor:
     """≥ n zeroed int32 arrival counters on `device`, shared by all calls (see the module docstring:
-    the kernels leave them at zero). Grows by doubling; outgrown buffers are kept alive (never freed)
-    because CUDA graphs captured earlier hold their raw addresses, not a reference."""
-    buf = _COUNTERS.get(device)
+    the kernels leave them at zero)."""
+    return _zeroed(_COUNTERS, device, n, torch.int32)
+
+
+def _zeroed(store: dict[torch.device, torch.Tensor], device: torch.device, n: int, dtype: torch.dtype) -> torch.Tensor:
+    """≥ n zeros of `dtype` on `device` that every call shares and the kernels leave at zero (the arrival counters,
+    the atomic sum's accumulators). Grows by doubling; outgrown buffers are kept alive (never freed) because CUDA
+    graphs captured earlier hold their raw addresses, not a reference."""
+    buf = store.get(device)
     if (buf is None or buf.numel() < n) and _capturing(device):
         # Inside a CUDA-graph capture torch.zeros only records its fill: the memory stays unwritten until the
         # graph replays. Installed as the shared buffer, an eager call before that replay would count from
         # garbage, so this graph gets a private buffer, zeroed by its own fill node on every replay.
-        return torch.zeros(max(n, 1), dtype=torch.int32, device=device)
+        return torch.zeros(max(n, 1), dtype=dtype, device=device)
     if buf is None or buf.numel() < n:
         old = 0
         if buf is not None:
             old = buf.numel()
             _RETIRED.append(buf)
-        buf = torch.zeros(max(n, 2 * old, 1024), dtype=torch.int32, device=device)
-        _COUNTERS[device] = buf
+        buf = torch.zeros(max(n, 2 * old, 1024), dtype=dtype, device=device)
+        store[device] = buf
     return buf

@@ -21,6 +21,7 @@ Whether the real launches hit these entries is checked on the H200 only (counted
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -49,6 +50,8 @@ FOLDED: tuple[tuple[str, str, bool], ...] = (
     ("nemotron-m1-pair-relu2", "sigmoid", True),
     ("qwen3-m64-scan-tensor-dynamic", "softmax", False),
 )
+# PAIR-mode cases also compiled with the atomic top-k sum (MoEKernelConfig.atomic_sum, a bench comparison)
+ATOMIC: tuple[str, ...] = ("qwen3-m1-pair-tensor-static",)
 
 
 class _MetaLauncher:
@@ -137,6 +140,9 @@ def compile_all(with_candidates: bool = False) -> dict[str, Any]:
         runs += [(case, cfg) for cfg in configs]
     by_name = {case[0]: case for case in CASES}
     runs += [(by_name[name], None, (scoring, bias)) for name, scoring, bias in FOLDED]
+    for name in ATOMIC:
+        _, t, e, k, h, inter, *_ = by_name[name]
+        runs.append((by_name[name], dataclasses.replace(F.default_config(t, e, k, h, inter), atomic_sum=True)))
     t0 = time.perf_counter()
     return {"launches": _compile_for_sm90(runs), "seconds": round(time.perf_counter() - t0, 1)}
 

@@ -354,6 +354,7 @@ def moe_gemm2_kernel(
     BLOCK_E: tl.constexpr,
     RANK_CHUNK: tl.constexpr,
     SPLIT: tl.constexpr,
+    ATOMIC_SUM: tl.constexpr,  # PAIR mode's top-k sum by fp32 atomics into a zeroed (T, H) buffer instead of slices
     AMAX_BLOCK: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -404,13 +405,21 @@ def moe_gemm2_kernel(
         if TOPK * SPLIT == 1:
             tl.store(dst, y.to(out_ptr.dtype.element_ty), mask=n_mask)
         else:
-            tl.store(scratch_ptr + (pid_k * num_pairs + pid_r).to(tl.int64) * H + offs_n, y, mask=n_mask)
+            acc_row = scratch_ptr + token.to(tl.int64) * H + offs_n  # ATOMIC_SUM: (T, H) fp32, zero on entry
+            if ATOMIC_SUM:
+                tl.atomic_add(acc_row, y, mask=n_mask, sem="relaxed")
+            else:
+                tl.store(scratch_ptr + (pid_k * num_pairs + pid_r).to(tl.int64) * H + offs_n, y, mask=n_mask)
             if _arrive(counter_ptr + token * tl.num_programs(1) + pid_n, TOPK * SPLIT):
-                total = tl.zeros((BLOCK_N,), tl.float32)
-                for j in tl.static_range(TOPK):  # fixed order: deterministic sums
-                    for s in tl.static_range(SPLIT):
-                        src = scratch_ptr + (s * num_pairs + token * TOPK + j).to(tl.int64) * H + offs_n
-                        total += tl.load(src, mask=n_mask, other=0.0, cache_modifier=".cg")
+                if ATOMIC_SUM:  # order-dependent sum (the comparison of the deterministic one: MoEKernelConfig)
+                    total = tl.load(acc_row, mask=n_mask, other=0.0, cache_modifier=".cg")
+                    tl.store(acc_row, tl.zeros((BLOCK_N,), tl.float32), mask=n_mask)  # zero again for the next launch
+                else:
+                    total = tl.zeros((BLOCK_N,), tl.float32)
+                    for j in tl.static_range(TOPK):  # fixed order: deterministic sums
+                        for s in tl.static_range(SPLIT):
+                            src = scratch_ptr + (s * num_pairs + token * TOPK + j).to(tl.int64) * H + offs_n
+                            total += tl.load(src, mask=n_mask, other=0.0, cache_modifier=".cg")
                 tl.store(dst, total.to(out_ptr.dtype.element_ty), mask=n_mask)
     else:
         if PDL:

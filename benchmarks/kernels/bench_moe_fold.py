@@ -4,12 +4,17 @@
 
 Per shape and M, one CSV row (h200_moe_fold.csv and .md in the kernel results folder, or --out):
   kernels_us      fused_moe_fp8 fed precomputed ids and weights: our two kernels alone, no router (a floor);
+  kernels_atomic_us  the same with the top-k sum by fp32 atomics (MoEKernelConfig.atomic_sum; PAIR mode, else the
+                  same kernels): what the shipped deterministic sum costs is kernels_us − kernels_atomic_us;
   torch_route_us  the model's routing in torch ops (softmax or sigmoid, topk, gather, renormalise), then the kernels;
   vllm_route_us   vLLM's fused top-k (`topk_softmax` / `topk_sigmoid`, one kernel, what the served router launches),
                   then the kernels; empty where vLLM does not import;
   folded_us       fused_moe_fp8_from_logits: the routing inside both GEMMs, no router launch;
   fold_gain       (vllm_route_us, else torch_route_us) ÷ folded_us;
-  prologue_us     folded_us − kernels_us: what routing inside every program costs the kernels.
+  prologue_us     folded_us − kernels_us: what routing inside every program costs the kernels;
+  deterministic_cost_us  kernels_us − kernels_atomic_us;
+  folded_rel_err  the folded layer against the kernels fed torch's routing of the same logits, first routing only
+                  (a fold that routes wrongly shows here, not as a fast row).
 Each column: the median of --reps timings, each tools/measure.graph_us over R calls on R different uniform routings
 captured in one CUDA graph (weights from HBM; graph-short launch gaps, as a served decode step replays its graph),
 with the spread (max − min) ÷ median beside it. Columns are timed in turn, rep by rep, so drift hits all alike.
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import statistics
 import sys
 from collections.abc import Callable
@@ -39,7 +45,7 @@ ROUTERS: dict[str, tuple[str, bool, bool, float]] = {
     "nemotron-3-nano-30b-a3b": ("sigmoid", True, True, 2.5),
 }
 DEFAULT_ROUTER = ("softmax", True, False, 1.0)  # Qwen3 (norm_topk_prob), Mixtral
-TIMED = ("kernels", "torch_route", "vllm_route", "folded")
+TIMED = ("kernels", "kernels_atomic", "torch_route", "vllm_route", "folded")
 COLUMNS = (
     "gpu", "torch", "triton", "vllm", "timestamp", "hbm_read_gbs", "shape", "M", "scoring",
     *(f"{c}_us" for c in TIMED), *(f"{c}_spread" for c in TIMED), "fold_gain", "prologue_us", "reps",
@@ -71,29 +77,31 @@ def torch_route(logits: torch.Tensor, k: int, scoring: str, renorm: bool, bias: 
     return (weights * scale).contiguous(), ids.to(torch.int32).contiguous()
 
 
-def bench_shape(key: str, ms: tuple[int, ...], reps: int, topk_fn: Callable[..., Any] | None) -> list[dict]:
-    from kernels.shapes import shape_by_key
-
-    s = shape_by_key(key)
+def bench_shape(
+    s: Any, ms: tuple[int, ...], reps: int, topk_fn: Callable[..., Any] | None, *, device: str = "cuda",
+    timer: Callable[..., float] = graph_us,
+) -> list[dict]:  # fmt: skip
+    """Rows for one KernelShape (kernels.shapes); `timer(run, calls=...)` → µs per call (tests pass a CPU one)."""
     scoring, renorm, has_bias, scale = ROUTERS.get(s.model.name, DEFAULT_ROUTER)
-    problem = moe_harness.PlainMoEProblem(s)
+    problem = moe_harness.PlainMoEProblem(s, device=device)
     act = "silu" if s.model.gated else "relu2"
-    gen = torch.Generator(device="cuda").manual_seed(7)
-    bias = torch.randn(s.e, device="cuda", generator=gen) * 0.1 if has_bias else None
-    return [_bench_m(key, m, problem, act, (scoring, renorm, bias, scale), reps, topk_fn, gen) for m in ms]
+    gen = torch.Generator(device=device).manual_seed(7)
+    bias = torch.randn(s.e, device=device, generator=gen) * 0.1 if has_bias else None
+    router = (scoring, renorm, bias, scale)
+    return [_bench_m(s.key, m, problem, act, router, reps, topk_fn, gen, timer) for m in ms]
 
 
 def _bench_m(
     key: str, m: int, problem: Any, act: str, router: tuple, reps: int, topk_fn: Callable[..., Any] | None,
-    gen: torch.Generator,
+    gen: torch.Generator, timer: Callable[..., float],
 ) -> dict[str, Any]:  # fmt: skip
-    from ops.fused_moe_fp8 import fused_moe_fp8, fused_moe_fp8_from_logits
+    from ops.fused_moe_fp8 import default_config, fused_moe_fp8, fused_moe_fp8_from_logits
     from ops.moe_routing import LogitsRouting
 
     s, (scoring, renorm, bias, scale) = problem.shape, router
     w1, w2, scales = problem.w1, problem.w2, problem.scales
     batch = problem.inputs(m, moe_harness.rotations(s, m))
-    logits = [torch.randn(m, s.e, device="cuda", generator=gen).mul_(2).to(torch.bfloat16) for _ in batch]
+    logits = [torch.randn(m, s.e, device=gen.device, generator=gen).mul_(2).to(torch.bfloat16) for _ in batch]
     routed = [torch_route(lg, s.topk, scoring, renorm, bias, scale) for lg in logits]
     bufs = [(torch.empty_like(w), torch.empty_like(i)) for w, i in routed]
     xs = [x for x, _, _ in batch]
@@ -101,6 +109,13 @@ def _bench_m(
     def kernels() -> None:
         for x, (w, ids) in zip(xs, routed, strict=True):
             fused_moe_fp8(x, w1, w2, w, ids, **scales, activation=act)
+
+    block_k = s.block_shape[1] if s.block_shape else 128
+    atomic = dataclasses.replace(default_config(m, s.e, s.topk, s.h, s.n, block_k=block_k), atomic_sum=True)
+
+    def kernels_atomic() -> None:
+        for x, (w, ids) in zip(xs, routed, strict=True):
+            fused_moe_fp8(x, w1, w2, w, ids, **scales, activation=act, config=atomic)
 
     def via_torch() -> None:
         for x, lg in zip(xs, logits, strict=True):
@@ -118,18 +133,23 @@ def _bench_m(
             routing = LogitsRouting(lg, s.topk, scoring, renorm, bias=bias, scale=scale)
             fused_moe_fp8_from_logits(x, w1, w2, routing, **scales, activation=act)
 
-    runs = {"kernels": kernels, "torch_route": via_torch, "folded": folded}
+    routing0 = LogitsRouting(logits[0], s.topk, scoring, renorm, bias=bias, scale=scale)
+    folded0, _, _ = fused_moe_fp8_from_logits(xs[0], w1, w2, routing0, **scales, activation=act)
+    unfolded0 = fused_moe_fp8(xs[0], w1, w2, *routed[0], **scales, activation=act)
+    rel = (folded0.double() - unfolded0.double()).norm() / unfolded0.double().norm().clamp_min(1e-30)
+    runs = {"kernels": kernels, "kernels_atomic": kernels_atomic, "torch_route": via_torch, "folded": folded}
     if topk_fn is not None and bias is None:  # vLLM's topk_sigmoid has no selection bias: not the same work
         runs["vllm_route"] = via_vllm
     times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(reps):
         for name, run in runs.items():
-            times[name].append(graph_us(run, calls=len(xs)))
+            times[name].append(timer(run, calls=len(xs)))
     row: dict[str, Any] = {
         "shape": key,
         "M": m,
         "scoring": scoring + ("+bias" if bias is not None else ""),
         "reps": reps,
+        "folded_rel_err": round(float(rel), 5),
     }
     for name, values in times.items():
         med = statistics.median(values)
@@ -138,20 +158,25 @@ def _bench_m(
     baseline = row.get("vllm_route_us", row["torch_route_us"])
     row["fold_gain"] = round(baseline / row["folded_us"], 3)
     row["prologue_us"] = round(row["folded_us"] - row["kernels_us"], 2)
+    row["deterministic_cost_us"] = round(row["kernels_us"] - row["kernels_atomic_us"], 2)
     print(row, flush=True)
     return row
 
 
 def markdown(rows: list[dict]) -> str:
-    head = "| shape | M | scoring | kernels µs | torch route µs | vLLM route µs | folded µs | gain | prologue µs |"
-    lines = [head, "|" + "---|" * 9]
+    head = (
+        "| shape | M | scoring | kernels µs | atomic sum µs | torch route µs | vLLM route µs | folded µs | gain |"
+        " prologue µs |"
+    )
+    lines = [head, "|" + "---|" * 10]
     for r in rows:
 
         def cell(name: str, r: dict = r) -> str:
             return f"{r[f'{name}_us']} ±{100 * r[f'{name}_spread']:.1f}%" if f"{name}_us" in r else ""
 
         lines.append(
-            f"| {r['shape']} | {r['M']} | {r['scoring']} | {cell('kernels')} | {cell('torch_route')} | "
+            f"| {r['shape']} | {r['M']} | {r['scoring']} | {cell('kernels')} | {cell('kernels_atomic')} | "
+            f"{cell('torch_route')} | "
             f"{cell('vllm_route')} | {cell('folded')} | {r['fold_gain']} | {r['prologue_us']} |"
         )
     return "\n".join(lines) + "\n"
@@ -171,9 +196,11 @@ def main(argv: list[str] | None = None) -> int:
     topk_fn = vllm_topk()
     rows: list[dict] = []
     args.out.mkdir(parents=True, exist_ok=True)
+    from kernels.shapes import shape_by_key
+
     for key in args.shapes.split(","):
         try:
-            rows += bench_shape(key, tuple(int(m) for m in args.ms.split(",")), args.reps, topk_fn)
+            rows += bench_shape(shape_by_key(key), tuple(int(m) for m in args.ms.split(",")), args.reps, topk_fn)
         except Exception as exc:  # one shape failing must not lose the others
             print(f"[{key}] failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         with open(args.out / "h200_moe_fold.csv", "w", newline="") as f:  # after every shape: a cut run keeps rows

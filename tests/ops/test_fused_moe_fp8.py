@@ -113,6 +113,22 @@ def test_counters_are_zero_after_a_call_so_a_second_call_repeats_it(config):
     assert torch.equal(first, second)
 
 
+@pytest.mark.parametrize("k", [1, 3])  # top-1 with a K split, and several slots
+def test_the_atomic_sum_matches_the_float64_layer_and_leaves_its_accumulators_at_zero(k):
+    """The order-dependent comparison form of PAIR mode's top-k sum (atomic_sum=True, a bench column): correct, and
+    its shared fp32 accumulators are zero again after the call, as the next launch and a graph replay need."""
+    import dataclasses
+
+    config = dataclasses.replace(PAIR_DEEP, atomic_sum=True)
+    args, kw = make_problem(3, 8, k, 200, 80, scales="tensor", seed=13)
+    out = torch.full_like(args[0], float("nan"))
+    fused_moe_fp8(*args, **kw, out=out, config=config)
+    assert rel_err(out, fused_moe_reference(*args, **kw)) < MOE_TOLERANCE[args[0].dtype]
+    assert int(F._ACCUMULATORS[args[0].device].count_nonzero()) == 0
+    assert int(F._COUNTERS[args[0].device].count_nonzero()) == 0
+    assert "/atomic" in config.label()
+
+
 def _poisoned_empty(real: Any) -> Any:
     """torch.empty whose memory holds NaN (floats) or -1 (integers): what a kernel reads before writing shows."""
 

@@ -44,7 +44,7 @@ def _script_json(tmp_path: Path, script: str) -> dict:
 
 
 def test_every_launch_compiles_for_sm90(tmp_path):
-    from ops.fused_moe_fp8_aot import CASES, FOLDED
+    from ops.fused_moe_fp8_aot import ATOMIC, CASES, FOLDED
 
     proc = _compile(tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -52,7 +52,7 @@ def test_every_launch_compiles_for_sm90(tmp_path):
     # PAIR cases launch 2 kernels, SCAN cases 3; folded, PAIR still 2 (routing inside), SCAN 4 (moe_route_kernel)
     pair = {c[0]: c[1] == 1 for c in CASES}
     folded = sum(2 if pair[name] else 4 for name, *_ in FOLDED)
-    assert result["launches"] == sum(2 if c[1] == 1 else 3 for c in CASES) + folded
+    assert result["launches"] == sum(2 if c[1] == 1 else 3 for c in CASES) + folded + 2 * len(ATOMIC)
 
 
 def test_the_compile_check_catches_what_the_interpreter_accepts(tmp_path):

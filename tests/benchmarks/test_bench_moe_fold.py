@@ -1,0 +1,43 @@
+"""bench_moe_fold's rows on the CPU (Triton's interpreter, a tiny shape, a timer that runs each variant once): every
+variant runs, the folded layer agrees with the kernels fed the same routing, and the derived columns follow from the
+timed ones. The timings themselves only mean something on an H200 (queue h200.txt, kernels-fold)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+import tests.ops.conftest  # noqa: F401 (TRITON_INTERPRET before the kernels import)
+from benchmarks.kernels import bench_moe_fold as bench
+from kernels.shapes import KernelShape, ModelMoE
+from tests.ops.conftest import DEVICE
+
+TINY = KernelShape(ModelMoE("tiny-moe", hidden=128, expert_width=64, experts=8, topk=2))
+NEMO = KernelShape(ModelMoE("nemotron-3-nano-30b-a3b", hidden=128, expert_width=64, experts=8, topk=2, gated=False))
+
+
+def test_every_variant_runs_and_the_fold_agrees_with_the_kernels() -> None:
+    calls: Counter[int] = Counter()
+    durations = iter(range(1, 10_000))
+
+    def timer(run: Any, calls_per_run: int = 1, **kw: Any) -> float:
+        run()
+        calls[kw.get("calls", calls_per_run)] += 1
+        return float(next(durations))
+
+    rows = bench.bench_shape(TINY, (1, 2), reps=2, topk_fn=None, device=DEVICE, timer=timer)
+    assert [r["M"] for r in rows] == [1, 2]
+    for r in rows:
+        assert r["folded_rel_err"] < 0.02 and r["scoring"] == "softmax"
+        assert r["fold_gain"] == round(r["torch_route_us"] / r["folded_us"], 3)  # no vLLM here: torch's top-k
+        assert r["prologue_us"] == round(r["folded_us"] - r["kernels_us"], 2)
+        assert "vllm_route_us" not in r
+    assert sum(calls.values()) == 2 * 2 * 4  # M values × reps × the four variants without vLLM
+
+
+@pytest.mark.parametrize("shape", [NEMO], ids=["sigmoid with a bias"])
+def test_a_biased_sigmoid_router_is_benched_as_the_model_routes(shape: KernelShape) -> None:
+    (row,) = bench.bench_shape(shape, (1,), reps=1, topk_fn=None, device=DEVICE, timer=lambda run, **kw: run() or 1.0)
+    assert row["scoring"] == "sigmoid+bias" and row["folded_rel_err"] < 0.02
