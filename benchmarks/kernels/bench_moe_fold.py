@@ -182,13 +182,51 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+PLOTTED = (
+    ("kernels", "kernels alone"), ("vllm_route", "vLLM top-k + kernels"), ("torch_route", "torch top-k + kernels"),
+    ("folded", "folded"), ("kernels_atomic", "kernels, atomic sum"),
+)  # fmt: skip
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    """µs per MoE layer call against M, one panel per shape, error bars = the spread of the reps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shapes = list(dict.fromkeys(str(r["shape"]) for r in rows))
+    fig, axes = plt.subplots(1, len(shapes), figsize=(4.2 * len(shapes), 3.6), squeeze=False)
+    for ax, shape in zip(axes[0], shapes, strict=True):
+        rs = [r for r in rows if r["shape"] == shape]
+        for name, label in PLOTTED:
+            pts = [(int(r["M"]), float(r[f"{name}_us"]), float(r[f"{name}_spread"])) for r in rs if r.get(f"{name}_us")]
+            if pts:
+                m, us, spread = zip(*pts, strict=True)
+                ax.errorbar(m, us, yerr=[u * s / 2 for u, s in zip(us, spread, strict=True)], marker="o", label=label,
+                            capsize=2)  # fmt: skip
+        ax.set_xscale("log", base=2)
+        ax.set_title(f"{shape} ({rs[0]['scoring']})", fontsize=9)
+        ax.set_xlabel("M (tokens)")
+        ax.set_ylabel("µs per MoE layer call")
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shapes", default=",".join(SHAPES))
     ap.add_argument("--ms", default=",".join(map(str, BENCH_M)))
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--out", type=Path, default=KERNEL_RESULTS)
+    ap.add_argument("--plot", type=Path, metavar="CSV", help="only plot CSV (from a GPU run) beside it as .png")
     args = ap.parse_args(argv)
+    if args.plot:
+        with open(args.plot, newline="") as f:
+            plot([{k: v for k, v in r.items() if v != ""} for r in csv.DictReader(f)], args.plot.with_suffix(".png"))
+        return 0
     if not torch.cuda.is_available():
         print("bench_moe_fold needs an NVIDIA GPU", file=sys.stderr)
         return 2
@@ -208,6 +246,10 @@ def main(argv: list[str] | None = None) -> int:
             writer.writeheader()
             writer.writerows({**meta, **r} for r in rows)
         (args.out / "h200_moe_fold.md").write_text(markdown(rows))
+    try:
+        plot(rows, args.out / "h200_moe_fold.png")
+    except Exception as exc:  # matplotlib may be missing on the GPU host: --plot CSV makes it later
+        print(f"plot skipped: {exc}", file=sys.stderr)
     print(markdown(rows))
     return 0 if rows else 1
 

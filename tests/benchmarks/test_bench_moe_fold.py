@@ -41,3 +41,14 @@ def test_every_variant_runs_and_the_fold_agrees_with_the_kernels() -> None:
 def test_a_biased_sigmoid_router_is_benched_as_the_model_routes(shape: KernelShape) -> None:
     (row,) = bench.bench_shape(shape, (1,), reps=1, topk_fn=None, device=DEVICE, timer=lambda run, **kw: run() or 1.0)
     assert row["scoring"] == "sigmoid+bias" and row["folded_rel_err"] < 0.02
+
+
+def test_a_gpu_runs_csv_plots_to_a_png_beside_it(tmp_path) -> None:
+    """The GPU host may lack matplotlib: `--plot CSV` draws the committed CSV here."""
+    csv_path = tmp_path / "h200_moe_fold.csv"
+    cols = ["shape", "M", "scoring", "kernels_us", "kernels_spread", "folded_us", "folded_spread", "vllm_route_us"]
+    rows = [["qwen3-30b-a3b:tp1", m, "softmax", 17.0 + m, 0.01, 16.0 + m, 0.02, ""] for m in (1, 2, 4)]
+    csv_path.write_text("\n".join(",".join(map(str, r)) for r in [cols, *rows]) + "\n")
+    assert bench.main(["--plot", str(csv_path)]) == 0
+    png = csv_path.with_suffix(".png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
