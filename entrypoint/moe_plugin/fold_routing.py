@@ -25,7 +25,6 @@ simulator routers fold.
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -157,13 +156,10 @@ def find_runner(module_name: str = RUNNER_MODULE, class_name: str = RUNNER_CLASS
         cls = getattr(importlib.import_module(module_name), class_name)
     except (ImportError, AttributeError) as exc:
         return None, f"{module_name}.{class_name} not found ({exc})"
-    method = getattr(cls, "_apply_quant_method", None)
-    if method is None:
-        return None, f"{class_name}._apply_quant_method is missing"
-    names = tuple(inspect.signature(method).parameters)
-    if names != RUNNER_PARAMETERS:
-        return None, f"{class_name}._apply_quant_method takes ({', '.join(names)}), not the arguments checked against"
-    return cls, ""
+    from entrypoint.moe_plugin.hook import signature_mismatch
+
+    why = signature_mismatch(cls, "_apply_quant_method", RUNNER_PARAMETERS)
+    return (None, why) if why else (cls, "")
 
 
 def install(logger: logging.Logger, module_name: str = RUNNER_MODULE, class_name: str = RUNNER_CLASS) -> bool:

@@ -43,13 +43,20 @@ def find_hook(module_name: str = HOOK_MODULE, class_name: str = HOOK_CLASS) -> t
         return None, f"{module_name}.{class_name} is missing"
     if not isinstance(inspect.getattr_static(cls, "expects_unquantized_inputs", None), property):
         return None, f"{class_name}.expects_unquantized_inputs is not a property"
-    apply = getattr(cls, "apply", None)
-    if apply is None:
-        return None, f"{class_name}.apply is missing"
-    names = tuple(inspect.signature(apply).parameters)
-    if names != APPLY_PARAMETERS:
-        return None, f"{class_name}.apply takes ({', '.join(names)}), not the arguments this plugin was checked against"
-    return cls, ""
+    why = signature_mismatch(cls, "apply", APPLY_PARAMETERS)
+    return (None, why) if why else (cls, "")
+
+
+def signature_mismatch(cls: type, method_name: str, checked: tuple[str, ...]) -> str:
+    """Why `cls.method_name` is not the method this plugin was read against ("" when its parameters are `checked`)."""
+    method = getattr(cls, method_name, None)
+    if method is None:
+        return f"{cls.__name__}.{method_name} is missing"
+    names = tuple(inspect.signature(method).parameters)
+    if names != checked:
+        taken = ", ".join(names)
+        return f"{cls.__name__}.{method_name} takes ({taken}), not the arguments this plugin was checked against"
+    return ""
 
 
 def install(
