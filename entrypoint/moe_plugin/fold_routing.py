@@ -50,8 +50,9 @@ def router_routing(router: Any, logits: torch.Tensor, num_tokens: int) -> Any:
     from vllm.model_executor.layers.fused_moe.router.fused_topk_router import FusedTopKRouter, _get_padding_mask
     from vllm.model_executor.layers.fused_moe.router.routing_simulator_router import RoutingSimulatorRouter
 
-    if router.eplb_state is not None or router.capture_fn is not None or router._routing_replay_out is not None:
-        return None
+    for recorded in ("eplb_state", "capture_fn", "_routing_replay_out"):  # EPLB, routed-experts capture: vLLM's router
+        if getattr(router, recorded, None) is not None:
+            return None
     from entrypoint.moe_plugin.triton_experts import logits_routing  # the one door to ops (import contracts)
 
     pad = _get_padding_mask(num_tokens)

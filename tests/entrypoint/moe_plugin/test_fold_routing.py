@@ -179,3 +179,16 @@ def test_a_runner_without_the_checked_method_keeps_vllms_router_with_one_line(ca
     with caplog.at_level(logging.WARNING, logger=LOG.name):
         assert not fold_routing.install(LOG, class_name="NoSuchRunner")
     assert "routing stays with vLLM's router" in caplog.text and "NoSuchRunner" in caplog.text
+
+
+def test_a_router_that_records_its_picks_keeps_running(folded, router_calls, device) -> None:
+    """Routed-experts capture (and EPLB) read the router's ids as it makes them: the fold stands aside."""
+    from vllm.model_executor.layers.fused_moe.router.fused_topk_router import FusedTopKRouter
+
+    case = triton_experts(2, **SHAPE, scales="tensor-static", device=device)
+    _patched(case, ((1, 2),))
+    router = FusedTopKRouter(top_k=SHAPE["top_k"], global_num_experts=SHAPE["e"])
+    captured: list[Any] = []
+    router.set_capture_fn(captured.append)
+    _runner(case, router)._apply_quant_method(case.hidden, _logits(2, SHAPE["e"], seed=5, device=device), None)
+    assert router_calls == [2] and len(captured) == 1
