@@ -10,17 +10,19 @@ on the experts instance; `apply` hands it to ops.fused_moe_fp8, whose GEMMs rout
 buffers. TritonExperts' finalize step reads neither (TopKWeightAndReduceNoOP). All of it runs inside vLLM's opaque
 `moe_forward` custom op, so CUDA graphs capture the two kernels and torch.compile never traces this Python.
 
-Which calls: a router that is exactly vLLM's FusedTopKRouter (softmax or sigmoid top-k, no EPLB, no routed-experts
-capture), or its routing simulator with a strategy whose picks are the top-k of scores the fold can be given (vLLM's
-`uniform_random`: uniform random scores; a strategy object with `simulated_logits`), on a layer without expert
-parallelism or DP, whose TritonExperts is patched and whose dispatch row gives this M to our kernel in PAIR mode.
+Which calls: a router that is exactly vLLM's FusedTopKRouter (softmax or sigmoid top-k), or a top-k with a
+selection-only bias whose every expert is eligible (FusedTopKBiasRouter, GroupedTopKRouter with one group or all
+groups chosen: Nemotron-3-Nano), none with EPLB or routed-experts capture; or vLLM's routing simulator with a strategy
+whose picks are the top-k of scores the fold can be given (vLLM's `uniform_random`: uniform random scores; a strategy
+object with `simulated_logits`); on a layer without expert parallelism or DP, whose TritonExperts is patched and whose
+dispatch row gives this M to our kernel in PAIR mode.
 Every other call runs vLLM's router unchanged.
 
 The simulator replaces every model's router (router_factory.py returns it first), so under it a layer would fold even
-where its own router (a biased or grouped top-k: Nemotron, GLM, DeepSeek-V3) never would, and a benchmark would
-measure a fold that users never get. The wrapped router factory therefore marks a simulator router with the routing
-of the router the model asked for (PRODUCTION_ROUTING), only when that one is a plain FusedTopKRouter, and only marked
-simulator routers fold.
+where its own router (a grouped top-k over some of its groups: DeepSeek-V3) never would, and a benchmark would
+measure a fold that users never get. The wrapped router factory therefore marks a simulator router
+(PRODUCTION_ROUTING) when the router the model asked for is one the fold stands in for, and only marked simulator
+routers fold (by the simulator's draw, softmax-renormalised, without the model's bias: the same work).
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ PENDING = "_moe_serving_pending_routing"  # on the experts instance for the one 
 ROW_OF = "_moe_serving_row_of"  # set on the patched experts class by triton_experts.patch: instance → DispatchRow
 INSTALLED_MARK = "_moe_serving_fold"
 FACTORY_MODULE = "vllm.model_executor.layers.fused_moe.layer"  # where the MoE layer calls create_fused_moe_router
-PRODUCTION_ROUTING = "_moe_serving_production_routing"  # on a simulator router: (scoring, renormalize) of the model's
+PRODUCTION_ROUTING = "_moe_serving_production_routing"  # on a simulator router whose model's own router would fold
+BIAS_F32 = "_moe_serving_bias_f32"  # on a biased router whose bias is not float32: the float32 copy the kernel reads
 
 
 def router_routing(router: Any, logits: torch.Tensor, num_tokens: int) -> Any:
@@ -61,44 +64,48 @@ def router_routing(router: Any, logits: torch.Tensor, num_tokens: int) -> Any:
     if type(router) is RoutingSimulatorRouter and PRODUCTION_ROUTING in router.__dict__:
         scores = simulated_scores(logits, router.top_k)
         return None if scores is None else logits_routing(scores, router.top_k, is_padding=pad)
+    biased = biased_topk(router)
+    if biased is not None:
+        scoring, renormalize, bias, scale = biased
+        return logits_routing(logits, router.top_k, scoring, renormalize, bias, scale, is_padding=pad)
     return None
 
 
-def plain_topk_routing(kwargs: dict[str, Any]) -> tuple[str, bool] | None:
-    """(scoring, renormalize) when create_fused_moe_router(**kwargs) builds a FusedTopKRouter once the simulator is
-    off (router_factory.py: no zero expert, no grouping, no custom function, no score bias or hash table, no fused
-    shared experts), else None. Degenerate grouping, which the factory may reduce to a plain top-k, counts as grouped:
-    the fold then stays off, never on where vLLM's own router would run."""
-    if kwargs.get("zero_expert_type") is not None or kwargs.get("use_grouped_topk"):
+def biased_topk(router: Any) -> tuple[str, bool, Any, float] | None:
+    """(scoring, renormalize, float32 bias, scale) for a router that is a plain top-k on scores + a selection-only bias,
+    else None: vLLM's FusedTopKBiasRouter without a hash table, image bias or fused shared experts (GLM-style), and
+    its GroupedTopKRouter when every group is eligible (one group, or topk_group ≥ groups: Nemotron-3-Nano's n_group 1;
+    DeepSeek-V3's 4 of 8 groups is a real grouped top-k and stays vLLM's). Both select on score + bias and weigh by
+    the score alone (grouped_topk_router.py, fused_topk_bias_router.py: their torch paths spell it out), renormalise,
+    then scale by routed_scaling_factor."""
+    from vllm.model_executor.layers.fused_moe.router.fused_topk_bias_router import FusedTopKBiasRouter
+    from vllm.model_executor.layers.fused_moe.router.grouped_topk_router import GroupedTopKRouter
+
+    if type(router) is FusedTopKBiasRouter:
+        if getattr(router, "_hash_indices_table", None) is not None or getattr(router, "bias_vl", None) is not None:
+            return None
+    elif type(router) is GroupedTopKRouter:
+        if router.num_expert_group > 1 and router.topk_group < router.num_expert_group:
+            return None
+    else:
         return None
-    if kwargs.get("custom_routing_function") is not None or kwargs.get("e_score_correction_bias") is not None:
+    if getattr(router, "num_fused_shared_experts", 0) or router.scoring_func not in ("softmax", "sigmoid"):
         return None
-    if kwargs.get("hash_indices_table") is not None or kwargs.get("num_fused_shared_experts", 0):
-        return None
-    scoring = kwargs.get("scoring_func", "softmax")
-    return (scoring, bool(kwargs.get("renormalize", True))) if scoring in ("softmax", "sigmoid") else None
+    bias = router.e_score_correction_bias
+    if bias is None:
+        return (router.scoring_func, router.renormalize, None, float(router.routed_scaling_factor))
+    if bias.dtype != _float32():  # converted once (the first, eager call), before any CUDA-graph capture
+        cached = router.__dict__.get(BIAS_F32)
+        if cached is None or cached.shape != bias.shape:
+            cached = router.__dict__[BIAS_F32] = bias.detach().float().contiguous()
+        bias = cached
+    return (router.scoring_func, router.renormalize, bias.detach(), float(router.routed_scaling_factor))
 
 
-def wrap_router_factory(module_name: str = FACTORY_MODULE) -> None:
-    """Mark the simulator routers the MoE layer builds with the plain top-k their model asked for (see above)."""
-    import importlib
+def _float32() -> Any:
+    import torch
 
-    from vllm.model_executor.layers.fused_moe.router.routing_simulator_router import RoutingSimulatorRouter
-
-    module = importlib.import_module(module_name)
-    original = module.create_fused_moe_router
-    if getattr(original, INSTALLED_MARK, False):
-        return
-
-    def create_fused_moe_router(**kwargs: Any) -> Any:
-        router = original(**kwargs)
-        production = plain_topk_routing(kwargs)
-        if type(router) is RoutingSimulatorRouter and production is not None:
-            router.__dict__[PRODUCTION_ROUTING] = production
-        return router
-
-    setattr(create_fused_moe_router, INSTALLED_MARK, True)
-    module.create_fused_moe_router = create_fused_moe_router
+    return torch.float32
 
 
 def simulated_scores(logits: torch.Tensor, top_k: int) -> torch.Tensor | None:
@@ -161,6 +168,42 @@ def find_runner(module_name: str = RUNNER_MODULE, class_name: str = RUNNER_CLASS
 
     why = signature_mismatch(cls, "_apply_quant_method", RUNNER_PARAMETERS)
     return (None, why) if why else (cls, "")
+
+
+def foldable_router(kwargs: dict[str, Any]) -> bool:
+    """Whether create_fused_moe_router(**kwargs) builds a router the fold stands in for once the simulator is off:
+    a plain top-k (FusedTopKRouter), or one with a selection bias and every group eligible (see biased_topk); no
+    zero expert, custom function, hash table or fused shared experts (router_factory.py's order)."""
+    if kwargs.get("zero_expert_type") is not None or kwargs.get("custom_routing_function") is not None:
+        return False
+    if kwargs.get("hash_indices_table") is not None or kwargs.get("num_fused_shared_experts", 0):
+        return False
+    if kwargs.get("use_grouped_topk"):
+        groups, chosen = kwargs.get("num_expert_group") or 0, kwargs.get("topk_group") or 0
+        if groups > 1 and chosen < groups:
+            return False
+    return kwargs.get("scoring_func", "softmax") in ("softmax", "sigmoid")
+
+
+def wrap_router_factory(module_name: str = FACTORY_MODULE) -> None:
+    """Mark the simulator routers the MoE layer builds with the plain top-k their model asked for (see above)."""
+    import importlib
+
+    from vllm.model_executor.layers.fused_moe.router.routing_simulator_router import RoutingSimulatorRouter
+
+    module = importlib.import_module(module_name)
+    original = module.create_fused_moe_router
+    if getattr(original, INSTALLED_MARK, False):
+        return
+
+    def create_fused_moe_router(**kwargs: Any) -> Any:
+        router = original(**kwargs)
+        if type(router) is RoutingSimulatorRouter and foldable_router(kwargs):
+            router.__dict__[PRODUCTION_ROUTING] = True
+        return router
+
+    setattr(create_fused_moe_router, INSTALLED_MARK, True)
+    module.create_fused_moe_router = create_fused_moe_router
 
 
 def install(logger: logging.Logger, module_name: str = RUNNER_MODULE, class_name: str = RUNNER_CLASS) -> bool:

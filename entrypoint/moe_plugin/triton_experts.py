@@ -188,10 +188,10 @@ def pair_mode_at(row: DispatchRow, num_tokens: int) -> bool:
 
 def logits_routing(
     logits: torch.Tensor, top_k: int, scoring: str = "softmax", renormalize: bool = True,
-    is_padding: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None, scale: float = 1.0, is_padding: torch.Tensor | None = None,
 ) -> LogitsRouting:  # fmt: skip
     """The routing our kernel computes from a router's logits (fold_routing builds it; ops stays behind this module)."""
-    return LogitsRouting(logits, top_k, scoring, renormalize, is_padding=is_padding)
+    return LogitsRouting(logits, top_k, scoring, renormalize, bias=bias, scale=scale, is_padding=is_padding)
 
 
 def project_kernel() -> tuple[Callable[..., Any], Callable[..., list[MoEKernelConfig]]]:

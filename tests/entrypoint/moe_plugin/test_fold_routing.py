@@ -24,6 +24,11 @@ from tests.entrypoint.moe_plugin.test_plugin import SHAPE, _patched
 from tests.entrypoint.moe_plugin.vllm_experts import ExpertsCase, triton_experts
 
 LOG = logging.getLogger("test.fold_routing")
+# Nemotron-3-Nano's router arguments (models/nemotron_h.py: n_group 1, topk_group 1, sigmoid, bias, scale 2.5)
+NEMOTRON_ROUTER = dict(
+    use_grouped_topk=True, num_expert_group=1, topk_group=1, scoring_func="sigmoid", routed_scaling_factor=2.5,
+    e_score_correction_bias=torch.linspace(-0.1, 0.1, SHAPE["e"]),
+)  # fmt: skip
 
 
 class RoutedExperts:
@@ -77,28 +82,50 @@ def _logits(m: int, e: int, seed: int, device: str = "cpu") -> torch.Tensor:
     return torch.randn(m, e, generator=torch.Generator().manual_seed(seed)).mul_(2).to(torch.bfloat16).to(device)
 
 
+ROUTER_CLASSES = (
+    ("fused_topk_router", "FusedTopKRouter"),
+    ("fused_topk_bias_router", "FusedTopKBiasRouter"),
+    ("grouped_topk_router", "GroupedTopKRouter"),
+)
+
+
+def _router_class(module: str, name: str) -> type:
+    import importlib
+
+    return getattr(importlib.import_module(f"vllm.model_executor.layers.fused_moe.router.{module}"), name)
+
+
 @pytest.fixture
 def router_calls(monkeypatch) -> list[int]:
-    """Each call of vLLM's FusedTopKRouter routing appends its token count; the routing itself is done in torch."""
-    from vllm.model_executor.layers.fused_moe.router.fused_topk_router import FusedTopKRouter
-
+    """Each routing call of vLLM's plain, biased or grouped top-k router appends its token count; the routing itself
+    is done in torch (groups ignored: only the count matters where it runs)."""
     calls: list[int] = []
 
     def compute(self, hidden_states, router_logits, indices_type, *, input_ids=None):
         calls.append(router_logits.shape[0])
-        weights, ids = router_logits.float().softmax(dim=-1).topk(self.top_k, dim=-1)
+        logits = router_logits.float()
+        scores = logits.softmax(dim=-1) if self.scoring_func == "softmax" else logits.sigmoid()
+        bias = getattr(self, "e_score_correction_bias", None)
+        ids = (scores + bias if bias is not None else scores).topk(self.top_k, dim=-1).indices
+        weights = scores.gather(1, ids)
         return weights / weights.sum(dim=-1, keepdim=True), ids.to(indices_type or torch.int32)
 
-    monkeypatch.setattr(FusedTopKRouter, "_compute_routing", compute)
+    for module, name in ROUTER_CLASSES:
+        monkeypatch.setattr(_router_class(module, name), "_compute_routing", compute)
     return calls
 
 
-def _reference(case: ExpertsCase, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(float64 output, weights, ids) of softmax top-k with renormalisation, as FusedTopKRouter computes it."""
-    probs = logits.double().softmax(dim=-1)
-    ids = torch.sort(-probs, dim=-1, stable=True).indices[:, : case.topk_ids.shape[1]]
-    weights = probs.gather(1, ids)
-    weights = weights / weights.sum(dim=-1, keepdim=True)
+def _reference(
+    case: ExpertsCase, logits: torch.Tensor, scoring: str = "softmax", bias: torch.Tensor | None = None,
+    scale: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+    """(float64 output, weights, ids) of a top-k on scores (+ a selection bias), renormalised and scaled, as vLLM's
+    routers compute it (grouped_topk_router.py's torch path)."""
+    scores = logits.double().softmax(dim=-1) if scoring == "softmax" else logits.double().sigmoid()
+    keys = scores + bias.double() if bias is not None else scores
+    ids = torch.sort(-keys, dim=-1, stable=True).indices[:, : case.topk_ids.shape[1]]
+    weights = scores.gather(1, ids)
+    weights = weights / weights.sum(dim=-1, keepdim=True) * scale
     return fused_moe_reference(case.hidden, case.w13, case.w2, weights, ids, **case.kernel_kwargs), weights, ids
 
 
@@ -136,10 +163,19 @@ def test_a_token_count_outside_the_row_keeps_vllms_router(folded, router_calls, 
     [
         ("uniform_random", {}, True),
         ("normal_routing", {}, False),
-        ("uniform_random", {"scoring_func": "sigmoid", "e_score_correction_bias": torch.zeros(8)}, False),
+        ("uniform_random", {"scoring_func": "sigmoid", "e_score_correction_bias": torch.zeros(8)}, True),
+        ("uniform_random", NEMOTRON_ROUTER, True),
         ("uniform_random", {"use_grouped_topk": True, "num_expert_group": 2, "topk_group": 1}, False),
+        ("uniform_random", {"custom_routing_function": lambda *a: None}, False),
     ],
-    ids=["uniform: folds", "normal_routing: simulator's picks", "a biased router (Nemotron)", "grouped (DeepSeek)"],
+    ids=[
+        "uniform: folds",
+        "normal_routing: simulator's picks",
+        "a biased top-k (GLM-style)",
+        "one group with a bias (Nemotron)",
+        "grouped over some groups (DeepSeek)",
+        "a custom routing function",
+    ],
 )
 def test_the_routing_simulator_folds_only_where_the_models_own_router_would(
     folded, monkeypatch, strategy, model_router, folds, device
@@ -192,3 +228,78 @@ def test_a_router_that_records_its_picks_keeps_running(folded, router_calls, dev
     router.set_capture_fn(captured.append)
     _runner(case, router)._apply_quant_method(case.hidden, _logits(2, SHAPE["e"], seed=5, device=device), None)
     assert router_calls == [2] and len(captured) == 1
+
+
+@pytest.mark.parametrize(
+    ("module", "name", "kwargs"),
+    [
+        ("grouped_topk_router", "GroupedTopKRouter", {"num_expert_group": 1, "topk_group": 1}),
+        ("fused_topk_bias_router", "FusedTopKBiasRouter", {}),
+    ],
+    ids=["one group (Nemotron-3-Nano)", "a biased top-k"],
+)
+def test_a_biased_router_whose_every_expert_is_eligible_folds(folded, router_calls, device, module, name, kwargs):
+    case = triton_experts(2, **SHAPE, scales="tensor-static", device=device)
+    _patched(case, ((1, 2),))
+    bias = torch.linspace(-0.1, 0.1, SHAPE["e"], device=device)
+    router = _router_class(module, name)(
+        top_k=SHAPE["top_k"], global_num_experts=SHAPE["e"], scoring_func="sigmoid", renormalize=True,
+        routed_scaling_factor=2.5, e_score_correction_bias=bias, **kwargs,
+    )  # fmt: skip
+    runner, logits = _runner(case, router), _logits(2, SHAPE["e"], seed=8, device=device).float()
+    _, out = runner._apply_quant_method(case.hidden, logits, None)
+    expected, weights, ids = _reference(case, logits, "sigmoid", bias, 2.5)
+    assert router_calls == []
+    assert rel_err(out.double(), expected) < MOE_TOLERANCE[torch.bfloat16]
+    seen_weights, seen_ids = runner.routed_experts.seen
+    assert torch.equal(seen_ids.long(), ids)
+    torch.testing.assert_close(seen_weights.double(), weights)
+
+
+def test_a_grouped_top_k_over_some_groups_keeps_vllms_router(folded, router_calls, device) -> None:
+    from vllm.model_executor.layers.fused_moe.router.grouped_topk_router import GroupedTopKRouter
+
+    case = triton_experts(2, **SHAPE, scales="tensor-static", device=device)
+    _patched(case, ((1, 2),))
+    router = GroupedTopKRouter(
+        top_k=SHAPE["top_k"], global_num_experts=SHAPE["e"], num_expert_group=4, topk_group=2, scoring_func="sigmoid",
+        e_score_correction_bias=torch.zeros(SHAPE["e"], device=device),
+    )  # fmt: skip
+    _runner(case, router)._apply_quant_method(case.hidden, _logits(2, SHAPE["e"], seed=2, device=device), None)
+    assert router_calls == [2]
+
+
+SIGMOID = dict(top_k=6, renormalize=True, scoring_func="sigmoid", routed_scaling_factor=2.5)
+GPU_ROUTERS = [  # (module, class, kwargs, logits dtype): Qwen3-30B-A3B, Nemotron-3-Nano, a biased top-k
+    ("fused_topk_router", "FusedTopKRouter", dict(top_k=8, renormalize=True), torch.bfloat16),
+    ("grouped_topk_router", "GroupedTopKRouter", dict(SIGMOID, num_expert_group=1, topk_group=1), torch.float32),
+    ("fused_topk_bias_router", "FusedTopKBiasRouter", SIGMOID, torch.float32),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("module", "name", "kwargs", "dtype"), GPU_ROUTERS, ids=["qwen3", "nemotron", "biased"])
+def test_gpu_the_fold_routes_as_vllms_own_router_does(module, name, kwargs, dtype) -> None:
+    """vLLM's CUDA top-k kernels (topk_softmax, grouped_topk, topk_sigmoid) against the routing the fold builds for
+    the same router: the same experts per token, the same weights per expert."""
+    from ops.fused_moe_fp8 import route
+
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    biased = name != "FusedTopKRouter"
+    bias = torch.randn(128, device="cuda", generator=gen) * 0.1 if biased else None
+    extra = {"e_score_correction_bias": bias} if biased else {}
+    router = _router_class(module, name)(global_num_experts=128, **kwargs, **extra)
+    logits = (torch.randn(16, 128, device="cuda", generator=gen) * 2).to(dtype)
+    hidden = torch.zeros(16, 64, device="cuda", dtype=torch.bfloat16)
+    vllm_weights, vllm_ids = router.select_experts(hidden, logits)
+    routing = fold_routing.router_routing(router, logits, 16)
+    assert routing is not None
+    weights = torch.empty_like(vllm_weights, dtype=torch.float32)
+    ids = torch.empty(vllm_ids.shape, dtype=torch.int32, device="cuda")
+    route(routing, weights, ids)
+    for t in range(16):
+        ours = dict(zip(ids[t].tolist(), weights[t].tolist(), strict=True))
+        theirs = dict(zip(vllm_ids[t].tolist(), vllm_weights[t].float().tolist(), strict=True))
+        assert ours.keys() == theirs.keys(), f"token {t}: {sorted(ours)} vs vLLM {sorted(theirs)}"
+        for e, w in theirs.items():
+            assert abs(ours[e] - w) <= 1e-4 * max(1.0, abs(w)), f"token {t} expert {e}: {ours[e]} vs vLLM {w}"
