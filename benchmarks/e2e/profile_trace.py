@@ -36,7 +36,12 @@ CLASSES: tuple[tuple[str, str], ...] = (
     ("moe_sum", r"moe_sum"),
     ("moe_gemm_vllm", r"fused_moe_kernel"),
     ("sampling", r"sampl|top_?p\b|topp|argmax|penalt|logprob"),
-    ("moe_routing", r"topkgating|topk_softmax|moe_align|count_and_sort|grouped_topk|fused_topk|routing|expert"),
+    (
+        "moe_routing",
+        r"topkgating|topk_softmax|moe_align|count_and_sort|grouped_topk|fused_topk|routing|moe_route|expert",
+    ),
+    # vLLM's routing simulator (torch.rand, torch.topk): in benchmark rows only, never in production
+    ("routing_simulator", r"distribution_elementwise|philox|gatherTopK|sbtopk|bitonicSort|radixSort"),
     ("activation", r"silu|act_and_mul|gelu|relu"),
     ("quant", r"quant|fp8|scaled_fp8|per_token"),
     ("attention", r"flash|fmha|attn|attention|paged|mla"),

@@ -106,6 +106,13 @@ def test_a_trace_without_graph_replays_says_why(tmp_path: Path) -> None:
         ("moe_sum_kernel", "moe_sum"),
         ("fused_moe_kernel", "moe_gemm_vllm"),
         ("void vllm::moe::topkGatingSoftmax<8>", "moe_routing"),
+        ("moe_route_kernel", "moe_routing"),
+        ("bf16x3_router_gemm_kernel", "router_gemm"),
+        (
+            "void at::native::(anonymous namespace)::distribution_elementwise_grid_stride_kernel<float, 4>",
+            "routing_simulator",
+        ),
+        ("void at::native::sbtopk::gatherTopK<float, unsigned int, 2, false>", "routing_simulator"),
         ("act_and_mul_kernel<silu>", "activation"),
         ("scaled_fp8_quant_kernel", "quant"),
         ("triton_poi_fused_add_rms_norm_0", "norm"),
