@@ -360,8 +360,7 @@ def fused_moe_fp8(
     common = dict(W_SCALE=mode1, GROUP=group, PAIR_MODE=cfg.pair_mode, AMAX_BLOCK=AMAX_BLOCK, BLOCK_M=cfg.block_m,
                   BLOCK_K=cfg.block_k, num_warps=cfg.num_warps, num_stages=cfg.num_stages, PDL=pdl)  # fmt: skip
     if routing is not None and not cfg.pair_mode:  # SCAN mode's programs belong to experts: route first
-        route_args, route_meta = _route_launch_args(routing, e, dummy)
-        moe_route_kernel[(num_pairs,)](*route_args[:3], ids, weights, *route_args[3:], TOPK=top_k, **route_meta)
+        route(routing, topk_weights, topk_ids)
         routing = None
     route_args, route_meta = _route_launch_args(routing, e, dummy)
     route_meta = {**route_meta, "ROUTE": routing is not None}

@@ -94,18 +94,14 @@ def biased_topk(router: Any) -> tuple[str, bool, Any, float] | None:
     bias = router.e_score_correction_bias
     if bias is None:
         return (router.scoring_func, router.renormalize, None, float(router.routed_scaling_factor))
-    if bias.dtype != _float32():  # converted once (the first, eager call), before any CUDA-graph capture
+    import torch
+
+    if bias.dtype != torch.float32:  # converted once (the first, eager call), before any CUDA-graph capture
         cached = router.__dict__.get(BIAS_F32)
         if cached is None or cached.shape != bias.shape:
             cached = router.__dict__[BIAS_F32] = bias.detach().float().contiguous()
         bias = cached
-    return (router.scoring_func, router.renormalize, bias.detach(), float(router.routed_scaling_factor))
-
-
-def _float32() -> Any:
-    import torch
-
-    return torch.float32
+    return (router.scoring_func, router.renormalize, bias, float(router.routed_scaling_factor))
 
 
 def simulated_scores(logits: torch.Tensor, top_k: int) -> torch.Tensor | None:
@@ -129,14 +125,12 @@ def simulated_scores(logits: torch.Tensor, top_k: int) -> torch.Tensor | None:
     return own(logits, top_k) if own is not None else None
 
 
-def _bfloat16() -> Any:
-    import torch
-
-    return torch.bfloat16
-
-
 def fold_for(runner: Any, hidden_states: torch.Tensor, router_logits: torch.Tensor) -> tuple[Any, Any] | None:
     """(the patched experts, the routing) when this call's routing can move into our kernel, else None."""
+    import torch
+
+    from entrypoint.moe_plugin.triton_experts import kernel_activation, pair_mode_at
+
     cfg = runner.moe_config
     if cfg.dp_size > 1 or cfg.moe_parallel_config.use_ep or cfg.is_sequence_parallel:
         return None
@@ -147,11 +141,10 @@ def fold_for(runner: Any, hidden_states: torch.Tensor, router_logits: torch.Tens
     row_of = getattr(experts, ROW_OF, None)
     row = row_of() if row_of is not None else None
     m = hidden_states.size(0)
-    activation = {"silu": "silu", "relu2_no_mul": "relu2"}.get(cfg.activation.value, "")
-    if row is None or not row.uses_project_kernel(m, activation) or hidden_states.dtype != _bfloat16():
+    if row is None or not row.uses_project_kernel(m, kernel_activation(cfg.activation)):
         return None
-    from entrypoint.moe_plugin.triton_experts import pair_mode_at
-
+    if hidden_states.dtype != torch.bfloat16:
+        return None
     routing = router_routing(runner.router, router_logits, m) if pair_mode_at(row, m) else None
     return None if routing is None else (experts, routing)
 

@@ -38,6 +38,11 @@ _QUANTISED_CALL = "_moe_serving_quantised_call"
 _ACTIVATIONS = {"silu": "silu", "relu2_no_mul": "relu2"}  # vLLM's MoEActivation value → our kernel's name
 
 
+def kernel_activation(activation: Any) -> str:
+    """Our kernel's name for vLLM's MoEActivation ("" where our kernel has none)."""
+    return _ACTIVATIONS.get(getattr(activation, "value", ""), "")
+
+
 def scale_kind(experts: Any) -> str | None:
     """Which of kernels.dispatch.SCALE_KINDS this layer's FP8 scales are, or None."""
     qc = experts.quant_config
@@ -143,7 +148,7 @@ def patch(cls: type, table: DispatchTable, logger: logging.Logger) -> None:
         apply_router_weight_on_input: bool,
     ) -> None:
         row = row_of(self)
-        name = _ACTIVATIONS.get(getattr(activation, "value", ""), "")
+        name = kernel_activation(activation)
         routing = self.__dict__.pop(PENDING, None)  # fold_routing: the top-k buffers are ours to fill
         if (
             row is not None

@@ -14,8 +14,8 @@ import torch
 
 from kernel_checks.problems import fused_moe_problem
 from kernel_checks.reference import MOE_TOLERANCE, fused_moe_reference, rel_err
-from ops.fused_moe_fp8 import MoEKernelConfig, fused_moe_fp8, fused_moe_fp8_from_logits
-from ops.moe_routing import LogitsRouting, moe_route_kernel
+from ops.fused_moe_fp8 import MoEKernelConfig, fused_moe_fp8, fused_moe_fp8_from_logits, route
+from ops.moe_routing import LogitsRouting
 from tests.ops.conftest import DEVICE
 
 make_problem = functools.partial(fused_moe_problem, device=DEVICE)
@@ -43,14 +43,11 @@ def reference_routing(routing: LogitsRouting) -> tuple[torch.Tensor, torch.Tenso
 
 
 def kernel_routing(routing: LogitsRouting) -> tuple[torch.Tensor, torch.Tensor]:
-    """moe_route_kernel's (weights, ids): the same route_slot the GEMMs inline."""
-    from ops.fused_moe_fp8 import _route_launch_args
-
-    t, e = routing.logits.shape
+    """ops.fused_moe_fp8.route's (weights, ids) into poisoned buffers: the same route_slot the GEMMs inline."""
+    t = routing.logits.shape[0]
     ids = torch.full((t, routing.top_k), -7, dtype=torch.int32, device=routing.logits.device)
     weights = torch.full((t, routing.top_k), float("nan"), dtype=torch.float32, device=routing.logits.device)
-    args, meta = _route_launch_args(routing, e, weights)
-    moe_route_kernel[(t * routing.top_k,)](*args[:3], ids, weights, *args[3:], TOPK=routing.top_k, **meta)
+    route(routing, weights, ids)
     return weights, ids
 
 
