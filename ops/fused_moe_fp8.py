@@ -75,6 +75,10 @@ class MoEKernelConfig:
     # programmatic dependent launch of GEMM2 (+ W2 prefetch in PAIR mode) and the sum; GPU only (see the kernels);
     # default_config turns it on where the H200 measured a gain (PDL_MAX_W2_BYTES)
     pdl: bool = False
+    # GEMM1 launched under PDL too, behind whatever kernel precedes it (the router GEMM, the top-k): it waits for that
+    # kernel before its first load, so only the launch latency is saved (issue 33 step 3; GPU only). Off until an H200
+    # measures it (benchmarks/kernels/bench_moe_fold.py, router_*_us columns)
+    pdl_gemm1: bool = False
     block_m: int = BLOCK_M  # token rows per dot (SCAN mode; PAIR mode always uses BLOCK_M)
     # PAIR mode's top-k sum: False (shipped) sums the k·S2 slices in a fixed order, so a token's output does not depend
     # on which program finishes last; True adds them with fp32 atomics (order-dependent), kept to measure what the
@@ -85,7 +89,7 @@ class MoEKernelConfig:
         mode = "pair" if self.pair_mode else f"scan/m={self.block_m}"
         return (
             f"{mode}/n1={self.block_n1}/n2={self.block_n2}/k={self.block_k}/s1={self.split_k}/s2={self.split_k2}"
-            f"/w={self.num_warps}/st={self.num_stages}{'/pdl' if self.pdl else ''}"
+            f"/w={self.num_warps}/st={self.num_stages}{'/pdl' if self.pdl else ''}{'/pdl1' if self.pdl_gemm1 else ''}"
             f"{'/atomic' if self.atomic_sum else ''}"
         )
 
@@ -200,6 +204,22 @@ def candidate_configs(
     return out
 
 
+def call_config(
+    hidden: torch.Tensor,
+    w2: torch.Tensor,
+    top_k: int,
+    block_shape: tuple[int, int] | list[int] | None = None,
+    config: MoEKernelConfig | None = None,
+) -> MoEKernelConfig:
+    """The config `fused_moe_fp8` runs for these arguments: `config`, else `default_config`'s choice for hidden (T, H)
+    and w2 (E, H, I) on hidden's device (a caller that changes one field of it, e.g. the plugin's pdl_gemm1)."""
+    if config is not None:
+        return config
+    e, h, inter = w2.shape
+    group = int(block_shape[0]) if block_shape is not None else 128
+    return default_config(hidden.shape[0], e, top_k, h, inter, block_k=group, num_sms=_num_sms(hidden.device))
+
+
 def _shape(t: torch.Tensor) -> str:
     return f"{tuple(t.shape)} {t.dtype}"
 
@@ -309,7 +329,7 @@ def fused_moe_fp8(
     if mode1 != mode2:
         raise ValueError(f"w13_scale {_shape(w13_scale)} and w2_scale {_shape(w2_scale)} are different scale kinds")
     group = block[0] if block is not None else 128
-    cfg = config or default_config(t, e, top_k, h, inter, block_k=group, num_sms=_num_sms(hidden.device))
+    cfg = call_config(hidden, w2, top_k, block, config)
     if block is not None and cfg.block_k != group:
         raise ValueError(f"block_k={cfg.block_k} must equal the block size {group} with block scales")
     if cfg.block_n1 % 16 or cfg.block_n2 % 16 or cfg.block_k < 32:
@@ -357,6 +377,7 @@ def fused_moe_fp8(
     a2 = a2_scale if a2_scale is not None else dummy
     # PDL needs the GPU's griddepcontrol; the CPU interpreter (cpu tensors) runs the plain launches
     pdl = cfg.pdl and dev.type != "cpu"
+    wait_prev = cfg.pdl_gemm1 and dev.type != "cpu"
     common = dict(W_SCALE=mode1, GROUP=group, PAIR_MODE=cfg.pair_mode, AMAX_BLOCK=AMAX_BLOCK, BLOCK_M=cfg.block_m,
                   BLOCK_K=cfg.block_k, num_warps=cfg.num_warps, num_stages=cfg.num_stages, PDL=pdl)  # fmt: skip
     if routing is not None and not cfg.pair_mode:  # SCAN mode's programs belong to experts: route first
@@ -370,7 +391,7 @@ def fused_moe_fp8(
         num_pairs, h, inter, split1[0], hidden.stride(0), w13.stride(0), w13.stride(1),
         s13.stride(0), s13.stride(1), s13.stride(2), *route_args[3:], **route_meta,
         TOPK=top_k, A_STATIC=a13_scale is not None, GATED=gated, SPLIT=split1[1], SCAN_BLOCK=SCAN_BLOCK,
-        BLOCK_N=cfg.block_n1, **common,
+        BLOCK_N=cfg.block_n1, WAIT_PREV=wait_prev, launch_pdl=wait_prev, **common,
     )  # fmt: skip
     grid2 = (num_pairs, tiles2, split2[1]) if cfg.pair_mode else (e, tiles2)
     K.moe_gemm2_kernel[grid2](

@@ -52,6 +52,12 @@ FOLDED: tuple[tuple[str, str, bool], ...] = (
 )
 # PAIR-mode cases also compiled with the atomic top-k sum (MoEKernelConfig.atomic_sum, a bench comparison)
 ATOMIC: tuple[str, ...] = ("qwen3-m1-pair-tensor-static",)
+# (case name, scoring, selection bias): folded and with GEMM1 under PDL (MoEKernelConfig.pdl_gemm1), the e2e harness's
+# plan_fold_pdl row
+FOLDED_PDL_GEMM1: tuple[tuple[str, str, bool], ...] = (
+    ("qwen3-m1-pair-tensor-static", "softmax", False),
+    ("nemotron-m1-pair-relu2", "sigmoid", True),
+)
 
 
 class _MetaLauncher:
@@ -143,6 +149,10 @@ def compile_all(with_candidates: bool = False) -> dict[str, Any]:
     for name in ATOMIC:
         _, t, e, k, h, inter, *_ = by_name[name]
         runs.append((by_name[name], dataclasses.replace(F.default_config(t, e, k, h, inter), atomic_sum=True)))
+    for name, scoring, bias in FOLDED_PDL_GEMM1:
+        _, t, e, k, h, inter, *_ = by_name[name]
+        pdl1 = dataclasses.replace(F.default_config(t, e, k, h, inter), pdl_gemm1=True)
+        runs.append((by_name[name], pdl1, (scoring, bias)))
     t0 = time.perf_counter()
     return {"launches": _compile_for_sm90(runs), "seconds": round(time.perf_counter() - t0, 1)}
 

@@ -24,6 +24,9 @@ GEMM2's programs are resident while GEMM1 still streams W13. Before `gdc_wait` (
 finished and its writes are visible) a PAIR-mode GEMM2 program only reads the routing (written before GEMM1)
 and issues L2 prefetches of its own W2 slice, so at decode the launch gap and the start of W2's stream overlap
 GEMM1's tail instead of following it. Nothing GEMM1 writes is read before the wait.
+GEMM1 itself may be launched the same way behind whatever precedes it, the router GEMM or the top-k kernel
+(constexpr WAIT_PREV, issue 33 step 3): its programs then start during their predecessor's tail and wait
+(`gdc_wait`) before their first load and before letting GEMM2 launch, so only launch latency is saved.
 
 Every GEMM is "swap-AB": the weight tile (BLOCK_N rows of the expert, BLOCK_K) is the left operand
 and the few token rows (BLOCK_M = 16, mostly masked at M = 1) the right one, so the accumulator is
@@ -241,9 +244,14 @@ def moe_gemm1_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     PDL: tl.constexpr,
+    WAIT_PREV: tl.constexpr,  # launched under PDL behind its predecessor (MoEKernelConfig.pdl_gemm1; GPU only)
 ):
     """Grid (P or E, ceil(I / BLOCK_N), SPLIT): program (row, n, s) computes gate and up rows
     [n·BLOCK_N, +BLOCK_N) over K range s for one pair (PAIR mode) or all pairs of expert `row`."""
+    if WAIT_PREV:
+        # before anything else, the dependents' trigger included: GEMM2 reads the routing (the predecessor's output)
+        # before its own gdc_wait, so it must not launch until the predecessor has finished
+        gdc_wait()
     if PDL:
         gdc_launch_dependents()  # GEMM2 may launch once every GEMM1 program has started
     pid_r = tl.program_id(0)

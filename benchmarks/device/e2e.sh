@@ -324,6 +324,13 @@ if [ "$PHASE" = profile ] && [ "${DRY_RUN:-0}" != 1 ]; then
   else
     echo "e2e.sh: profile: no rank-0 trace under $OUT/profiles" | tee -a "$LOG"
   fi
+  # The raw traces stay on the host: a file coming back from a lease is at most 16 MiB and run_queue.sh returns a
+  # queue as one tarball, which several rows' traces would overflow (losing the CSVs with it). The summary travels.
+  kept=$WORK/profiles-kept/$(date +%s)
+  mkdir -p "$kept" && mv "$OUT/profiles" "$kept/" && echo "e2e.sh: raw traces moved to $kept" | tee -a "$LOG"
+  # except the smallest one-request trace, when small enough, so a summary that fails on a real trace can be debugged
+  smallest=$(find "$kept" -path '*/conc1/*rank0*.pt.trace.json*' -size -6M -printf '%s %p\n' | sort -n | head -n 1)
+  if [ -n "$smallest" ]; then cp "${smallest#* }" "$OUT/"; fi
 fi
 if [ "$PHASE" = mixtral ]; then
   gzip -c "$WORK/mixtral-8x7b-fp8-static.auto.cold.log" >"$OUT/fi_auto.log.gz" 2>/dev/null || true

@@ -19,14 +19,22 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.e2e.spec import MoEShape
-from entrypoint.moe_plugin import KERNEL_ENV  # the plan's switch for our kernel: only the plan rows keep it
+from entrypoint.moe_plugin import GEMM1_PDL_ENV, KERNEL_ENV  # KERNEL_ENV: the plan's switch for our kernel
 from entrypoint.moe_plugin.fold_routing import FOLD_ENV
 from entrypoint.warmup import WARMUP_ENVS
 
 # plan_vllm_kernel: the plan with option.moe_kernel=vllm (vLLM's kernels only), what the plugin adds is plan / it.
 # plan_fold: the plan with the router's top-k folded into our kernel (MOE_SERVING_FOLD_ROUTING=1, issue 33; not what
 # serve runs until it ships): a labelled comparison row, what the fold adds is plan / plan_fold.
-PLAN_ROWS = ("plan", "plan_vllm_kernel", "plan_fold")
+# plan_fold_pdl: plan_fold with our GEMM1 launched under PDL behind the router GEMM (MOE_SERVING_GEMM1_PDL=1, issue 33
+# step 3): what PDL adds on top of the fold is plan_fold / plan_fold_pdl.
+PLAN_ROWS = ("plan", "plan_vllm_kernel", "plan_fold", "plan_fold_pdl")
+# the comparison rows' switches, each only in its own rows (served.py drops an exported one from the others)
+ROW_SWITCHES: dict[str, dict[str, str]] = {
+    "plan_fold": {FOLD_ENV: "1"},
+    "plan_fold_pdl": {FOLD_ENV: "1", GEMM1_PDL_ENV: "1"},
+}
+SWITCH_ENVS = (FOLD_ENV, GEMM1_PDL_ENV)
 BACKENDS: tuple[str, ...] = ("auto", *PLAN_ROWS, "triton", "triton_tuned", "flashinfer_cutlass")
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TUNED_DIR = REPO_ROOT / "kernels" / "configs"
@@ -146,9 +154,11 @@ def engine_setups(
                 env = {k: v for k, v in setup.env.items() if k != KERNEL_ENV}
                 unset = (*setup.unset_env, KERNEL_ENV)
                 setup = replace(setup, backend=name, env=env, unset_env=unset, note=setup.note + "; moe_kernel=vllm")
-            elif name == "plan_fold":
-                env = {**setup.env, FOLD_ENV: "1"}
-                setup = replace(setup, backend=name, env=env, note=setup.note + f"; {FOLD_ENV}=1 (comparison row)")
+            elif name in ROW_SWITCHES:
+                switches = ROW_SWITCHES[name]
+                said = ", ".join(f"{k}={v}" for k, v in switches.items())
+                env = {**setup.env, **switches}
+                setup = replace(setup, backend=name, env=env, note=setup.note + f"; {said} (comparison row)")
         else:
             setup = _fixed_setup(name, shape, tuned_dir)
         key = _identity(setup, shape)

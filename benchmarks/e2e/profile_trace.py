@@ -36,7 +36,7 @@ CLASSES: tuple[tuple[str, str], ...] = (
     ("moe_sum", r"moe_sum"),
     ("moe_gemm_vllm", r"fused_moe_kernel"),
     ("sampling", r"sampl|top_?p\b|topp|argmax|penalt|logprob"),
-    ("router_gemm", r"router_gemm|gate_linear|ll_bf16"),  # x · W_gate (fused_moe/router/gate_linear.py on SM90)
+    ("router_gemm", r"router_gemm|gate_linear|ll_?bf16"),  # x · W_gate (gate_linear.py; on SM90 the CuTe DSL LLBf16*)
     ("moe_routing", r"topkgating|topk_softmax|moe_align|count_and_sort|grouped_topk|fused_topk|rout|expert"),
     # vLLM's routing simulator (torch.rand, torch.topk): in benchmark rows only, never in production
     ("routing_simulator", r"distribution_elementwise|philox|gatherTopK|sbtopk|bitonicSort|radixSort"),

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from benchmarks.e2e import options as bench_opts
-from benchmarks.e2e.backends import FOLD_ENV, REPO_ROOT, TUNED_ENV, EngineSetup
+from benchmarks.e2e.backends import REPO_ROOT, SWITCH_ENVS, TUNED_ENV, EngineSetup
 
 if TYPE_CHECKING:
     from entrypoint.resolve.plan import Plan
@@ -130,8 +130,8 @@ def row_command(
 
     base = {**environ, "MOE_SERVING_DEFAULT_PROPERTIES": str(IMAGE_DEFAULT_PROPERTIES), **options}
     argv = tuple(vllm_command(plan))
-    # the fold is a comparison row's switch (plan_fold): an exported MOE_SERVING_FOLD_ROUTING must not reach other rows
-    env = {k: v for k, v in vllm_environment(plan, base).items() if k != FOLD_ENV}
+    # comparison rows' switches (plan_fold, plan_fold_pdl): an exported one must not reach the other rows
+    env = {k: v for k, v in vllm_environment(plan, base).items() if k not in SWITCH_ENVS}
     if setup.backend != "plan":
         argv = with_moe_backend(argv, setup.moe_backend)
         env = {k: v for k, v in env.items() if k not in setup.unset_env and k != TUNED_ENV}

@@ -7,7 +7,8 @@ then, on a vLLM it was checked against, it wraps vLLM's Triton FP8 experts (entr
 that the token counts kernels/fused_moe_dispatch.json lists run our kernel and every other call runs vLLM's. Any other
 case (another vLLM, the hook point gone, the table unreadable) leaves vLLM's kernel in place and logs one line saying
 so. With MOE_SERVING_FOLD_ROUTING=1 as well, the router's top-k moves into our kernel where it runs in PAIR mode
-(entrypoint.moe_plugin.fold_routing; opt-in until measured on an H200).
+(entrypoint.moe_plugin.fold_routing; opt-in until measured on an H200). MOE_SERVING_GEMM1_PDL=1 launches our first
+GEMM under programmatic dependent launch behind the kernel before it (opt-in too, same reason).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from importlib.metadata import entry_points
 
 from entrypoint.moe_plugin import fold_routing
 from entrypoint.moe_plugin.cpu_amx import request_amx
-from entrypoint.moe_plugin.hook import install
+from entrypoint.moe_plugin.hook import GEMM1_PDL_ENV, install
 from kernels.dispatch import TABLE_ENV, table_path
 
 KERNEL_ENV = "MOE_SERVING_MOE_KERNEL"  # set by the resolver (entrypoint.resolve.moe_kernel) to "project"
@@ -30,8 +31,8 @@ ENTRY_POINT_TARGET = "entrypoint.moe_plugin:register"
 ENTRY_POINT = f"{ENTRY_POINT_NAME} = {ENTRY_POINT_TARGET}"
 # vLLM's allowlist: when set, only the general plugins it names (comma-separated) are loaded (vllm/plugins)
 PLUGINS_ENV = "VLLM_PLUGINS"
-__all__ = ["ENTRY_POINT", "ENTRY_POINT_GROUP", "ENTRY_POINT_NAME", "KERNEL_ENV", "PLUGINS_ENV", "TABLE_ENV",
-           "entry_point_installed", "register"]  # fmt: skip
+__all__ = ["ENTRY_POINT", "ENTRY_POINT_GROUP", "ENTRY_POINT_NAME", "GEMM1_PDL_ENV", "KERNEL_ENV", "PLUGINS_ENV",
+           "TABLE_ENV", "entry_point_installed", "register"]  # fmt: skip
 
 # A child of vLLM's logger: vLLM gives "vllm" its handler and format in every process, so these lines reach the
 # engine's log next to vLLM's own MoE lines (a logger outside that tree would drop INFO lines).
@@ -53,7 +54,11 @@ def register() -> None:
     if os.environ.get(KERNEL_ENV) != "project":
         return
     try:
-        if install(table_path(os.environ), logger) and os.environ.get(fold_routing.FOLD_ENV) == "1":
+        gemm1_pdl = os.environ.get(GEMM1_PDL_ENV) == "1"
+        if (
+            install(table_path(os.environ), logger, gemm1_pdl=gemm1_pdl)
+            and os.environ.get(fold_routing.FOLD_ENV) == "1"
+        ):
             fold_routing.install(logger)
     except Exception as exc:  # a plugin that raises would stop vLLM: keep vLLM's kernel and say why
         logger.warning(

@@ -23,6 +23,9 @@ APPLY_PARAMETERS = (
     "expert_map", "a1q_scale", "a2_scale", "workspace13", "workspace2", "expert_tokens_meta",
     "apply_router_weight_on_input",
 )  # fmt: skip
+# "1": our GEMM1 launched under programmatic dependent launch behind its predecessor (MoEKernelConfig.pdl_gemm1): an
+# experimental switch for comparison rows (benchmarks/e2e/backends.py plan_fold_pdl), off until an H200 measures it
+GEMM1_PDL_ENV = "MOE_SERVING_GEMM1_PDL"
 INSTALLED_MARK = "_moe_serving_dispatch"  # set on the class: a second register() in the process is a no-op
 
 
@@ -66,9 +69,11 @@ def install(
     version: str | None = None,
     hook_module: str = HOOK_MODULE,
     hook_class: str = HOOK_CLASS,
+    gemm1_pdl: bool = False,
 ) -> bool:
     """Wrap vLLM's Triton experts with the dispatch of the `table` file (None: the shipped one). True when the
-    dispatch is in place after the call; False (and one log line) when vLLM's kernel stays."""
+    dispatch is in place after the call; False (and one log line) when vLLM's kernel stays. gemm1_pdl: see
+    triton_experts.patch."""
     from entrypoint.moe_plugin import triton_experts
 
     version = version if version is not None else vllm_version()
@@ -88,10 +93,15 @@ def install(
     if getattr(cls, INSTALLED_MARK, None) is not None:
         return True
     dispatch = DispatchTable.load(table or DISPATCH_FILE)
-    triton_experts.patch(cls, dispatch, logger)
+    triton_experts.patch(cls, dispatch, logger, gemm1_pdl=gemm1_pdl)
     setattr(cls, INSTALLED_MARK, dispatch.source)
     logger.info(
         "moe_kernel=project: %s.%s dispatches to ops.fused_moe_fp8 by token count (%s: %d shapes)",
         cls.__module__, cls.__name__, dispatch.source, len(dispatch.rows),
     )  # fmt: skip
+    if gemm1_pdl:
+        logger.info(
+            "moe_kernel=project: %s=1: our first MoE GEMM launches under PDL behind the kernel before it "
+            "(experimental; docs/configuration.md, experimental switches)", GEMM1_PDL_ENV,
+        )  # fmt: skip
     return True

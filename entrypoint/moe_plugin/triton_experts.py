@@ -20,6 +20,7 @@ How it fits vLLM 0.32's modular kernel (fused_moe/modular_kernel.py, experts/tri
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -28,7 +29,15 @@ import torch
 
 from entrypoint.moe_plugin.fold_routing import PENDING, ROW_OF
 from kernels.dispatch import DispatchKey, DispatchRow, DispatchTable
-from ops.fused_moe_fp8 import LogitsRouting, MoEKernelConfig, candidate_configs, default_config, fused_moe_fp8, route
+from ops.fused_moe_fp8 import (
+    LogitsRouting,
+    MoEKernelConfig,
+    call_config,
+    candidate_configs,
+    default_config,
+    fused_moe_fp8,
+    route,
+)
 
 _ROW = "_moe_serving_row"  # per instance: the DispatchRow, or None when not eligible (decided once)
 # per instance, set while vLLM's apply runs on an input the prepare step already quantised: a TritonExperts held by
@@ -113,8 +122,9 @@ def _decide(experts: Any, table: DispatchTable, logger: logging.Logger, logged: 
     return row
 
 
-def patch(cls: type, table: DispatchTable, logger: logging.Logger) -> None:
-    """Replace cls.expects_unquantized_inputs and cls.apply with the dispatching versions (see the module doc)."""
+def patch(cls: type, table: DispatchTable, logger: logging.Logger, *, gemm1_pdl: bool = False) -> None:
+    """Replace cls.expects_unquantized_inputs and cls.apply with the dispatching versions (see the module doc).
+    gemm1_pdl: our first GEMM launched under PDL behind the kernel before it (MoEKernelConfig.pdl_gemm1)."""
     original_expects = cls.expects_unquantized_inputs  # a property (entrypoint.moe_plugin.hook.find_hook checks)
     original_apply = cls.apply
     logged: set[str] = set()
@@ -159,6 +169,7 @@ def patch(cls: type, table: DispatchTable, logger: logging.Logger) -> None:
             run_project_kernel(
                 self, output, hidden_states, w1, w2, topk_weights, topk_ids, name, expert_map,
                 a2_scale, apply_router_weight_on_input, row.kernel_config(hidden_states.size(0)), routing,
+                gemm1_pdl=gemm1_pdl,
             )  # fmt: skip
             return
         if routing is not None:  # fold_routing decided for our kernel, but it does not run: route for vLLM's kernel
@@ -219,11 +230,14 @@ def run_project_kernel(
     apply_router_weight_on_input: bool,
     config: Mapping[str, Any] | None = None,
     routing: LogitsRouting | None = None,
+    *,
+    gemm1_pdl: bool = False,
 ) -> None:
     """vLLM's apply contract, computed by ops.fused_moe_fp8: `output` (M, K) gets Σ_k w · expert(x).
 
     routing (fold_routing): route from the router's logits inside our kernel, which writes topk_weights and
-    topk_ids (the buffers the router handed on); never with an expert map or weights applied on the input."""
+    topk_ids (the buffers the router handed on); never with an expert map or weights applied on the input.
+    gemm1_pdl: the config (tuned or default) with pdl_gemm1 set (an experimental switch, GEMM1_PDL_ENV)."""
     # Padding rows (VLLM_MOE_SKIP_PADDING) come with id -1: the kernel itself gives a negative id weight 0, so no
     # masking kernels run here (three launches per layer and decode step fewer than the host-side mask, issue 33)
     ids, weights = topk_ids, topk_weights
@@ -235,11 +249,15 @@ def run_project_kernel(
     if expert_map is not None:  # expert parallelism: global ids → this rank's, -1 where another rank holds it
         ids = torch.where(topk_ids < 0, -1, expert_map[topk_ids.clamp_min(0).long()])
     static = experts.block_shape is None
+    kernel_config = MoEKernelConfig(**config) if config else None
+    if gemm1_pdl:
+        chosen = call_config(hidden_states, w2, topk_ids.size(1), experts.block_shape, kernel_config)
+        kernel_config = dataclasses.replace(chosen, pdl_gemm1=True)
     fused_moe_fp8(
         hidden_states, w1, w2, weights, ids,
         w13_scale=experts.w1_scale, w2_scale=experts.w2_scale,
         a13_scale=experts.a1_scale.reshape(1) if static else None,
         a2_scale=a2_scale.reshape(1) if static and a2_scale is not None else None,
         block_shape=experts.block_shape, activation=activation, out=output,
-        config=MoEKernelConfig(**config) if config else None, routing=routing,
+        config=kernel_config, routing=routing,
     )  # fmt: skip

@@ -33,8 +33,35 @@ def test_every_variant_runs_and_the_fold_agrees_with_the_kernels() -> None:
         assert r["folded_rel_err"] < 0.02 and r["scoring"] == "softmax"
         assert r["fold_gain"] == round(r["torch_route_us"] / r["folded_us"], 3)  # no vLLM here: torch's top-k
         assert r["prologue_us"] == round(r["folded_us"] - r["kernels_us"], 2)
-        assert "vllm_route_us" not in r
-    assert sum(calls.values()) == 2 * 2 * 4  # M values × reps × the four variants without vLLM
+        assert r["pdl_gain"] == round(r["router_folded_us"] / r["router_folded_pdl_us"], 3)
+        assert r["router_gemm"] == "torch"
+        assert "vllm_route_us" not in r and "block_gain" not in r and "pdl_alone_gain" not in r
+    assert sum(calls.values()) == 2 * 2 * 6  # M values × reps × the six variants without vLLM
+
+
+def test_with_a_fused_top_k_every_block_variant_runs_and_every_column_reaches_the_csv() -> None:
+    """A top-k with vLLM's topk_softmax contract (weights, ids written in place) in torch: vLLM's CUDA op does not
+    run here. Every key of a row must be a CSV column (the writer drops the others silently)."""
+
+    def topk(weights: Any, ids: Any, logits: Any, scoring: str, renorm: bool) -> None:
+        w, i = bench.torch_route(logits, ids.shape[1], scoring, renorm, None, 1.0)
+        weights.copy_(w)
+        ids.copy_(i)
+
+    ran: list[str] = []
+
+    def timer(run: Any, **kw: Any) -> float:
+        run()
+        ran.append(run.__name__)
+        return float(len(ran))
+
+    (row,) = bench.bench_shape(TINY, (1,), reps=1, topk_fn=topk, device=DEVICE, timer=timer)
+    assert len(ran) == 9
+    for gain, (num, den) in bench.GAINS.items():
+        assert row[gain] == round(row[f"{num}_us"] / row[f"{den}_us"], 3)
+    assert set(row) <= set(bench.COLUMNS), set(row) - set(bench.COLUMNS)
+    table = bench.markdown([row])
+    assert "router + folded, GEMM1 PDL µs" in table and str(row["block_gain"]) in table
 
 
 @pytest.mark.parametrize("shape", [NEMO], ids=["sigmoid with a bias"])

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.e2e import httpload, logparse, report, runner, served, tokenizer
-from benchmarks.e2e.backends import FOLD_ENV, TUNED_ENV, EngineSetup
+from benchmarks.e2e.backends import FOLD_ENV, GEMM1_PDL_ENV, TUNED_ENV, EngineSetup
 from benchmarks.e2e.logparse import start_durations
 from entrypoint.inputs.gather import build_plan
 from entrypoint.serve import vllm_command, vllm_environment
@@ -50,12 +50,13 @@ def test_the_plan_row_is_exactly_what_serve_execs_for_the_same_settings() -> Non
     assert row.moe_backend == row.plan_moe_backend == "triton" and TUNED_ENV in row.env
 
 
-def test_only_the_fold_row_folds_even_with_the_switch_exported(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(FOLD_ENV, "1")  # left in the shell by someone: the plan row must still be what serve runs
+@pytest.mark.parametrize("switch", [FOLD_ENV, GEMM1_PDL_ENV])
+def test_only_the_comparison_row_gets_its_switch_even_exported(switch: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(switch, "1")  # left in the shell by someone: the plan row must still be what serve runs
     plan_row = command(EngineSetup("plan", "triton"))
-    fold_row = command(EngineSetup("plan_fold", "triton", env={**plan_row.env, FOLD_ENV: "1"}))
-    assert FOLD_ENV not in plan_row.env
-    assert fold_row.env[FOLD_ENV] == "1" and sorted(fold_row.argv) == sorted(plan_row.argv)  # the switch moves
+    fold_row = command(EngineSetup("plan_fold", "triton", env={**plan_row.env, switch: "1"}))
+    assert switch not in plan_row.env
+    assert fold_row.env[switch] == "1" and sorted(fold_row.argv) == sorted(plan_row.argv)  # the switch moves
 
 
 def test_the_benchmarks_needs_reach_vllm_as_a_users_options_would() -> None:

@@ -172,6 +172,11 @@ def test_every_phase_routes_with_the_simulator_unless_told_dummy_and_refuses_an_
         ("profile", {"PROFILE_BACKENDS": "plan"}, ["plan"]),
         ("routing", {}, ["plan", "triton"]),
         ("routing", {"ROUTING_BACKENDS": "plan,triton,auto"}, ["plan", "triton", "auto"]),
+        (  # issue 33's rows (queue h200.txt, fold-qwen): each comparison row its own engine
+            "routing",
+            {"ROUTING_BACKENDS": "plan,plan_fold_pdl,triton,plan_fold,auto"},
+            ["plan", "plan_fold_pdl", "triton", "plan_fold", "auto"],
+        ),
         ("tuned", {"MODEL": "phi-3.5-moe-fp8-static"}, ["plan", "triton"]),
         (
             "tuned",

@@ -108,6 +108,7 @@ def test_a_trace_without_graph_replays_says_why(tmp_path: Path) -> None:
         ("void vllm::moe::topkGatingSoftmax<8>", "moe_routing"),
         ("moe_route_kernel", "moe_routing"),
         ("bf16x3_router_gemm_kernel", "router_gemm"),
+        ("kernel_cutlass_kernel_LLBf16Dotprod_object_at_0x7f", "router_gemm"),  # CuTe DSL names it by its class
         (
             "void at::native::(anonymous namespace)::distribution_elementwise_grid_stride_kernel<float, 4>",
             "routing_simulator",

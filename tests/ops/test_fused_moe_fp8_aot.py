@@ -44,7 +44,7 @@ def _script_json(tmp_path: Path, script: str) -> dict:
 
 
 def test_every_launch_compiles_for_sm90(tmp_path):
-    from ops.fused_moe_fp8_aot import ATOMIC, CASES, FOLDED
+    from ops.fused_moe_fp8_aot import ATOMIC, CASES, FOLDED, FOLDED_PDL_GEMM1
 
     proc = _compile(tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -52,7 +52,8 @@ def test_every_launch_compiles_for_sm90(tmp_path):
     # PAIR cases launch 2 kernels, SCAN cases 3; folded, PAIR still 2 (routing inside), SCAN 4 (moe_route_kernel)
     pair = {c[0]: c[1] == 1 for c in CASES}
     folded = sum(2 if pair[name] else 4 for name, *_ in FOLDED)
-    assert result["launches"] == sum(2 if c[1] == 1 else 3 for c in CASES) + folded + 2 * len(ATOMIC)
+    pdl1 = 2 * len(FOLDED_PDL_GEMM1)  # PAIR cases only
+    assert result["launches"] == sum(2 if c[1] == 1 else 3 for c in CASES) + folded + 2 * len(ATOMIC) + pdl1
 
 
 def test_the_compile_check_catches_what_the_interpreter_accepts(tmp_path):
@@ -93,12 +94,12 @@ from kernels.aot import Sm90Driver
 driver.set_active(Sm90Driver())
 case = next(c for c in A.CASES if c[0] == "qwen3-m1-pair-tensor-dynamic")
 found = {}
-for pdl in (True, False):
-    cfg = MoEKernelConfig(pair_mode=True, block_n1=32, block_n2=32, split_k=4, split_k2=2, pdl=pdl)
+for label, pdl, pdl1 in (("True", True, False), ("False", False, False), ("pdl1", True, True)):
+    cfg = MoEKernelConfig(pair_mode=True, block_n1=32, block_n2=32, split_k=4, split_k2=2, pdl=pdl, pdl_gemm1=pdl1)
     for name, (kernel, grid, args, kwargs) in zip(("gemm1", "gemm2"), A.launches(case, cfg), strict=True):
         ptx = kernel.warmup(*args, grid=grid, **kwargs).asm["ptx"]
-        marks = ("griddepcontrol.launch_dependents", "prefetch.global.L2", "griddepcontrol.wait")
-        found[f"{name}/{pdl}"] = dict(launch_pdl=bool(kwargs.get("launch_pdl")), at={m: ptx.find(m) for m in marks})
+        marks = ("griddepcontrol.launch_dependents", "prefetch.global.L2", "griddepcontrol.wait", "ld.global")
+        found[f"{name}/{label}"] = dict(launch_pdl=bool(kwargs.get("launch_pdl")), at={m: ptx.find(m) for m in marks})
 print(json.dumps(found))
 """
 
@@ -110,8 +111,20 @@ def test_gemm2_prefetches_then_waits_under_pdl_and_not_without(tmp_path):
     g1, g2 = found["gemm1/True"], found["gemm2/True"]
     assert g1["at"]["griddepcontrol.launch_dependents"] >= 0 and not g1["launch_pdl"]
     assert g2["launch_pdl"] and 0 <= g2["at"]["prefetch.global.L2"] < g2["at"]["griddepcontrol.wait"]
+    assert g1["at"]["griddepcontrol.wait"] == -1  # GEMM1 waits for nothing unless pdl_gemm1
     for name in ("gemm1/False", "gemm2/False"):
+        found[name]["at"].pop("ld.global")
         assert not found[name]["launch_pdl"] and set(found[name]["at"].values()) == {-1}, found[name]
+
+
+def test_gemm1_under_pdl_waits_before_its_first_load_and_before_letting_gemm2_launch(tmp_path):
+    """pdl_gemm1 (issue 33 step 3): GEMM1 is launched with launch_pdl behind the router or top-k kernel, so nothing
+    that kernel writes may be read before griddepcontrol.wait; and GEMM2, which reads the routing before its own
+    wait, may launch only after it (launch_dependents after the wait)."""
+    g1 = _script_json(tmp_path, PDL_SCRIPT)["gemm1/pdl1"]
+    at = g1["at"]
+    assert g1["launch_pdl"] and 0 <= at["griddepcontrol.wait"] < at["griddepcontrol.launch_dependents"], g1
+    assert at["griddepcontrol.wait"] < at["ld.global"], g1
 
 
 def test_the_bake_covers_every_m_the_dispatch_table_sends_to_our_kernel_as_the_plugin_calls_it():

@@ -7,6 +7,7 @@ the same layer as the unfolded kernels fed that routing. Runs on the GPU when th
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import pytest
@@ -14,7 +15,7 @@ import torch
 
 from kernel_checks.problems import fused_moe_problem
 from kernel_checks.reference import MOE_TOLERANCE, fused_moe_reference, rel_err
-from ops.fused_moe_fp8 import MoEKernelConfig, fused_moe_fp8, fused_moe_fp8_from_logits, route
+from ops.fused_moe_fp8 import MoEKernelConfig, call_config, fused_moe_fp8, fused_moe_fp8_from_logits, route
 from ops.moe_routing import LogitsRouting
 from tests.ops.conftest import DEVICE
 
@@ -189,3 +190,31 @@ def test_gpu_folded_kernels_replay_in_a_cuda_graph():
         eager, eager_w, eager_ids = fused_moe_fp8_from_logits(hidden, w13, w2, routing, **kw)
         assert torch.equal(ids, eager_ids) and torch.equal(weights, eager_w)
         assert torch.equal(out, eager)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(GPU_SHAPES))
+def test_gpu_gemm1_under_pdl_behind_the_router_gemm_replays_as_the_eager_block(name):
+    """The MoE block after the norm as the plan_fold_pdl row runs it at M = 1: the router GEMM, then the folded
+    kernels with GEMM1 launched under PDL behind it (pdl_gemm1), captured in a CUDA graph. Replayed on new hidden
+    states written in place, it gives bit for bit what the eager block without PDL gives on them."""
+    (hidden, w13, w2), kw, routing = _gpu_case(name, 1)
+    g = torch.Generator(device=DEVICE).manual_seed(11)
+    h = hidden.shape[1]
+    gate = (torch.randn(w13.shape[0], h, generator=g, device=DEVICE) * h**-0.5).to(hidden.dtype)
+    pdl1 = dataclasses.replace(call_config(hidden, w2, routing.top_k), pdl_gemm1=True)
+
+    def block(config: MoEKernelConfig | None, out: torch.Tensor | None = None) -> torch.Tensor:
+        logits = hidden @ gate.t()
+        r = LogitsRouting(logits, routing.top_k, routing.scoring, bias=routing.bias, scale=routing.scale)
+        return fused_moe_fp8_from_logits(hidden, w13, w2, r, **kw, config=config, out=out)[0]
+
+    out = torch.empty_like(hidden)
+    block(pdl1, out)  # compiles outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        block(pdl1, out)
+    for _ in range(2):
+        hidden.copy_(torch.randn(hidden.shape, generator=g, device=DEVICE).to(hidden.dtype))
+        graph.replay()
+        assert torch.equal(out, block(None))

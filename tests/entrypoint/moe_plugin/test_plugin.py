@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import pytest
 import torch
 
-from entrypoint.moe_plugin import KERNEL_ENV
+from entrypoint.moe_plugin import GEMM1_PDL_ENV, KERNEL_ENV
 from entrypoint.moe_plugin.fold_routing import FOLD_ENV
 from entrypoint.moe_plugin.hook import APPLY_PARAMETERS, CHECKED_VLLM, find_hook, install
 from entrypoint.moe_plugin.triton_experts import ineligible_because, layer_key, patch
@@ -60,9 +60,19 @@ PATCHED = "entrypoint.moe_plugin.triton_experts"
 VLLMS = "vllm.model_executor.layers.fused_moe.experts.triton_moe"
 
 
-def _plugin_lines(setup: str, kernel: str, fold: str = "") -> tuple[list[str], str]:
-    out = _run_vllm_process(LOAD_PLUGINS.format(setup=setup), {KERNEL_ENV: kernel, FOLD_ENV: fold})
+def _plugin_lines(setup: str, kernel: str, fold: str = "", pdl1: str = "") -> tuple[list[str], str]:
+    env = {KERNEL_ENV: kernel, FOLD_ENV: fold, GEMM1_PDL_ENV: pdl1}
+    out = _run_vllm_process(LOAD_PLUGINS.format(setup=setup), env)
     return [line for line in out.splitlines() if "moe_kernel=project" in line], out
+
+
+@pytest.mark.parametrize("kernel", ["project", ""], ids=["our kernel", "vLLM's kernel"])
+def test_the_gemm1_pdl_switch_is_said_once_and_only_with_our_kernel(kernel: str) -> None:
+    lines, out = _plugin_lines("", kernel, pdl1="1")
+    if kernel:
+        assert len(lines) == 2 and f"{GEMM1_PDL_ENV}=1: our first MoE GEMM launches under PDL" in lines[1], out[-3000:]
+    else:
+        assert lines == [], out[-3000:]
 
 
 @pytest.mark.parametrize("fold", ["1", "0"])
@@ -254,15 +264,14 @@ def test_listed_token_counts_run_our_kernel_and_the_others_vllms(scales: str, ga
     assert cls.calls[0]["hidden_states"].dtype == torch.bfloat16 and cls.calls[0]["a1q_scale"] is None
 
 
-def test_a_tuned_rows_config_reaches_our_kernel_and_keeps_the_answer(device: str, monkeypatch) -> None:
-    # a bake-time tune (entrypoint/caches/tune_layer.py) chose a config of our kernel at M = 2: the plugin passes it
+def _our_kernels_config(case: ExpertsCase, configs: tuple, monkeypatch, **patch_kw: Any) -> tuple[torch.Tensor, Any]:
+    """Apply `case` through a patched class whose row (M 1..2) has tuned `configs`: (the output, the config our
+    kernel was called with)."""
     import entrypoint.moe_plugin.triton_experts as plugin
 
-    case = triton_experts(2, **SHAPE, scales="tensor-static", device=device)
     cls = _recording_class()
-    tuned = {"pair_mode": True, "block_n1": 32, "split_k": 2}
-    row = DispatchRow(layer_key(case.experts), "test", "silu", ((1, 2),), ((2, tuple(sorted(tuned.items()))),))
-    patch(cls, DispatchTable.from_rows([row], "test-table"), logging.getLogger("test.moe_plugin"))
+    row = DispatchRow(layer_key(case.experts), "test", "silu", ((1, 2),), configs)
+    patch(cls, DispatchTable.from_rows([row], "test-table"), logging.getLogger("test.moe_plugin"), **patch_kw)
     case.experts.__class__ = cls
     seen = []
     real = plugin.fused_moe_fp8
@@ -274,7 +283,32 @@ def test_a_tuned_rows_config_reaches_our_kernel_and_keeps_the_answer(device: str
     monkeypatch.setattr(plugin, "fused_moe_fp8", spy)
     out = case.apply(cls)
     assert cls.calls == [] and len(seen) == 1
-    assert seen[0] is not None and (seen[0].block_n1, seen[0].split_k) == (32, 2)
+    return out, seen[0]
+
+
+def test_a_tuned_rows_config_reaches_our_kernel_and_keeps_the_answer(device: str, monkeypatch) -> None:
+    # a bake-time tune (entrypoint/caches/tune_layer.py) chose a config of our kernel at M = 2: the plugin passes it
+    case = triton_experts(2, **SHAPE, scales="tensor-static", device=device)
+    tuned = {"pair_mode": True, "block_n1": 32, "split_k": 2}
+    out, config = _our_kernels_config(case, ((2, tuple(sorted(tuned.items()))),), monkeypatch)
+    assert config is not None and (config.block_n1, config.split_k) == (32, 2)
+    assert rel_err(out.double(), _reference(case)) < MOE_TOLERANCE[torch.bfloat16]
+
+
+@pytest.mark.parametrize("tuned", [True, False], ids=["tuned row", "default config"])
+def test_the_gemm1_pdl_switch_reaches_our_kernels_config_and_keeps_the_answer(
+    tuned: bool, device: str, monkeypatch
+) -> None:
+    # MOE_SERVING_GEMM1_PDL=1 (hook.install(gemm1_pdl=True)): the config our kernel runs, tuned or default, with
+    # pdl_gemm1 set and nothing else changed (on the CPU the interpreter launches without PDL: same numbers)
+    from ops.fused_moe_fp8 import MoEKernelConfig, call_config
+
+    case = triton_experts(2, **SHAPE, scales="tensor-static", device=device)
+    config = {"pair_mode": True, "block_n1": 32, "split_k": 2}
+    configs = ((2, tuple(sorted(config.items()))),) if tuned else ()
+    out, seen = _our_kernels_config(case, configs, monkeypatch, gemm1_pdl=True)
+    want = MoEKernelConfig(**config) if tuned else call_config(case.hidden, case.w2, 2)
+    assert seen == MoEKernelConfig(**{**want.__dict__, "pdl_gemm1": True})
     assert rel_err(out.double(), _reference(case)) < MOE_TOLERANCE[torch.bfloat16]
 
 
