@@ -46,6 +46,21 @@ _AUTO_INT_ARGS = frozenset({"max_model_len"})
 _PLAIN_INT = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*")  # int()'s grammar, ASCII digits
 _HUMAN_INT = re.compile(r"[0-9]+(?:\.[0-9]+)?[kmgt]|[0-9]+[KMGT]")
 _INT_EXAMPLES = "a whole number in ASCII digits, e.g. 64"
+_INT32_MAX = 2**31 - 1
+# Ranges vLLM itself checks only once the engine builds its config (a pydantic traceback minutes into a start, or an
+# argparse error): checked here so the container stops at once with exit 2 and one message. vLLM name → (low, high,
+# low inclusive, what is accepted); high is inclusive. max_model_len's -1 / auto (vLLM's own length) pass before this.
+_RANGES: dict[str, tuple[float, float, bool, str]] = {
+    "gpu_memory_utilization": (0.0, 1.0, False, "a fraction in (0, 1], e.g. 0.9"),
+    "max_model_len": (1, _INT32_MAX, True, "1 to 2147483647 tokens, -1 or auto (the model's own length)"),
+    "max_num_seqs": (1, _INT32_MAX, True, "a whole number ≥ 1"),
+    "max_num_batched_tokens": (1, _INT32_MAX, True, "a whole number of tokens ≥ 1"),
+    "pipeline_parallel_size": (1, 1024, True, "a whole number ≥ 1"),
+    "data_parallel_size": (1, 1024, True, "a whole number ≥ 1"),
+    "cpu_offload_gb": (0.0, 1e6, True, "GiB ≥ 0"),
+    "swap_space": (0.0, 1e6, True, "GiB ≥ 0"),
+    "block_size": (1, 4096, True, "a whole number ≥ 1, e.g. 16"),
+}
 _HUMAN_INT_EXAMPLES = ("32768", "32k (= 32000)", "32K (= 32768)", "25.6k")
 
 
@@ -150,6 +165,20 @@ def _validate(key: str, value: str, spec: EngineArg, where: str) -> str:
     return value
 
 
+def _check_range(key: str, value: str, where: str) -> None:
+    """Refuse a well-formed number outside what vLLM accepts for `key` (_RANGES); other values pass unchanged."""
+    bounds = _RANGES.get(key)
+    if bounds is None or (key in _AUTO_INT_ARGS and value.lower() in ("auto", "-1")):
+        return
+    try:
+        number = float(value.replace("_", ""))
+    except ValueError:
+        return  # a k/m/g count: positive by its grammar
+    low, high, low_inclusive, accepted = bounds
+    if number < low or (number == low and not low_inclusive) or number > high:
+        raise ConfigError(where, value, "out of range", accepted)
+
+
 def _validate_int(key: str, value: str, where: str) -> None:
     """Accept what vLLM's argparse type for this argument accepts; the value is passed on unchanged."""
     if _PLAIN_INT.fullmatch(value):
@@ -170,6 +199,10 @@ def _validate_int(key: str, value: str, where: str) -> None:
 def _render(name: str, value: str, spec: EngineArg | None) -> list[str]:
     if spec is not None and spec.kind == "bool":
         return [flag(name)] if value == "true" else ["--no-" + name.replace("_", "-")]
+    if value.startswith("-"):
+        # vLLM's parser reads a separate element that starts with "-" as a flag of its own: `-0.5` crashes it (its
+        # -O shorthand), `--served-model-name -x` is "expected one argument"; `--flag=-0.5` is read as a value
+        return [f"{flag(name)}={value}"]
     return [flag(name), value]
 
 
@@ -220,7 +253,9 @@ def build_engine_args(
             hint = f" (did you mean option.{close[0]}?)" if close else ""
             ignored.append(f"option.{key}: not a vLLM {caps.version} engine argument{hint}")
             continue
-        chosen[vllm_key] = (_validate(vllm_key, value, spec, f"option.{key}"), key)
+        checked = _validate(vllm_key, value, spec, f"option.{key}")
+        _check_range(vllm_key, checked, f"option.{key}")
+        chosen[vllm_key] = (checked, key)
 
     for vllm_key in sorted(chosen):
         value, lmi_key = chosen[vllm_key]

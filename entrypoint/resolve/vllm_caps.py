@@ -88,11 +88,32 @@ def parse_version(text: str) -> tuple[int, int, int]:
 
 
 def _literal_strings(node: ast.AST) -> tuple[str, ...]:
-    """Literal["a", "b"] → ("a", "b")."""
+    """Literal["a", "b"] → ("a", "b"); also `Literal[...] | None` (None is "not set", never a value to pass)."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        parts = [p for p in (node.left, node.right) if not (isinstance(p, ast.Constant) and p.value is None)]
+        return _literal_strings(parts[0]) if len(parts) == 1 else ()
     if isinstance(node, ast.Subscript) and getattr(node.value, "id", None) == "Literal":
         elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-        return tuple(e.value for e in elts if isinstance(e, ast.Constant) and isinstance(e.value, str))
+        if all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in elts):
+            return tuple(e.value for e in elts)  # type: ignore[attr-defined]
+        # a nested alias (RunnerOption = Literal["auto", RunnerType]) Python flattens and AST cannot: not validated
     return ()
+
+
+def _imported_config_literals(vllm_dir: Path, tree: ast.Module) -> dict[str, tuple[str, ...]]:
+    """The Literal aliases a module imports from vllm.config.* (`from vllm.config.cache import CacheDType`): their
+    values, read from those modules only (a handful of files, not all of vllm/config)."""
+    wanted: dict[str, set[str]] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ImportFrom) and (stmt.module or "").startswith("vllm.config."):
+            wanted.setdefault(stmt.module or "", set()).update(alias.name for alias in stmt.names)
+    found: dict[str, tuple[str, ...]] = {}
+    for module, names in wanted.items():
+        path = vllm_dir.joinpath(*module.split(".")[1:]).with_suffix(".py")
+        if path.exists():
+            literals = _module_literals(ast.parse(path.read_text()))
+            found.update({name: values for name, values in literals.items() if name in names})
+    return found
 
 
 def _module_literals(tree: ast.Module) -> dict[str, tuple[str, ...]]:
@@ -190,6 +211,7 @@ def extract_from_source(vllm_dir: Path, version: str) -> VllmCapabilities:
     if kernel_py.exists():
         literals.update(_module_literals(ast.parse(kernel_py.read_text())))
     arg_utils = ast.parse((vllm_dir / "engine" / "arg_utils.py").read_text())
+    literals.update(_imported_config_literals(vllm_dir, arg_utils))  # CacheDType, ModelDType, ... (vllm/config/*.py)
     literals.update(_module_literals(arg_utils))
     enums = {}
     for enum_name, parts in _ENUM_SOURCES.items():

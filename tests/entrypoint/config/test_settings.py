@@ -318,6 +318,15 @@ def test_unencodable_property_text_is_refused_when_the_file_is_read(tmp_path, li
     str(caught.value).encode("utf-8")  # the message itself prints: the character is escaped by repr()
 
 
+@pytest.mark.parametrize("line", ["option.hf_token=SECRET\\u0000NUL\n", "option.api_key=SECRETSUR\\ud800X\n"])
+def test_a_refused_secret_value_is_never_shown(tmp_path, line) -> None:
+    # the value is what is wrong (NUL, a lone surrogate), yet the message names the key and hides the value
+    with pytest.raises(ConfigError) as caught:
+        read_properties(_props(tmp_path, line))
+    message = str(caught.value)
+    assert "SECRET" not in message and "='***'" in message and line.split("=")[0] in message
+
+
 def test_a_valid_surrogate_pair_escape_is_one_character(tmp_path) -> None:
     assert read_properties(_props(tmp_path, "option.served_model_name=\\ud83d\\ude00\n")) == {
         "option.served_model_name": "\U0001f600"

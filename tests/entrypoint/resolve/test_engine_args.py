@@ -52,7 +52,9 @@ MAPPINGS = [
     pytest.param({"max_model_len": "32K"}, ["--max-model-len", "32K"], id="max_model_len 32K (binary)"),
     pytest.param({"max_model_len": "25.6k"}, ["--max-model-len", "25.6k"], id="max_model_len decimal with k"),
     pytest.param({"max_model_len": "auto"}, ["--max-model-len", "auto"], id="max_model_len auto"),
-    pytest.param({"max_model_len": "-1"}, ["--max-model-len", "-1"], id="max_model_len -1"),
+    # a value starting with "-" is one `--flag=value` element: vLLM's parser takes a separate "-0.5" or "-x" for a flag
+    pytest.param({"max_model_len": "-1"}, ["--max-model-len=-1"], id="max_model_len -1"),
+    pytest.param({"served_model_name": "-x"}, ["--served-model-name=-x"], id="a value starting with a dash"),
     pytest.param(
         {"max_rolling_batch_prefill_tokens": "8k"},
         ["--max-num-batched-tokens", "8k"],
@@ -166,6 +168,37 @@ ERRORS = [
         {"speculative_config": '{"method": '}, "option.speculative_config=", "not valid JSON", id="broken JSON"
     ),
     pytest.param({"port": "9000"}, "option.port='9000'", "SAGEMAKER_BIND_TO_PORT", id="the port is reserved"),
+    pytest.param(
+        {"kv_cache_dtype": "bogus"},
+        "option.kv_cache_dtype='bogus'",
+        "not an accepted value. Accepted: auto",
+        id="a kv cache dtype vLLM does not have",
+    ),
+    # ranges vLLM would check only inside the engine (a traceback minutes into the start)
+    pytest.param(
+        {"gpu_memory_utilization": "1.5"},
+        "option.gpu_memory_utilization='1.5'",
+        "out of range. Accepted: a fraction",
+        id="gpu memory over 1",
+    ),
+    pytest.param({"gpu_memory_utilization": "0"}, "option.gpu_memory_utilization='0'", "out of range", id="gpu 0"),
+    pytest.param(
+        {"gpu_memory_utilization": "-0.5"}, "option.gpu_memory_utilization='-0.5'", "out of range", id="gpu negative"
+    ),
+    pytest.param({"max_model_len": "-5"}, "option.max_model_len='-5'", "-1 or auto", id="a negative length"),
+    pytest.param({"max_model_len": "0"}, "option.max_model_len='0'", "out of range", id="length 0"),
+    pytest.param(
+        {"max_model_len": "99999999999999999999999"}, "option.max_model_len=", "out of range", id="a huge length"
+    ),
+    pytest.param({"max_rolling_batch_size": "0"}, "option.max_rolling_batch_size='0'", "≥ 1", id="batch size 0"),
+    pytest.param(
+        {"max_rolling_batch_prefill_tokens": "-1"},
+        "option.max_rolling_batch_prefill_tokens='-1'",
+        "≥ 1",
+        id="negative prefill tokens",
+    ),
+    pytest.param({"pipeline_parallel_degree": "0"}, "option.pipeline_parallel_degree='0'", "≥ 1", id="pp 0"),
+    pytest.param({"cpu_offload_gb_per_gpu": "-1"}, "option.cpu_offload_gb_per_gpu='-1'", "≥ 0", id="offload < 0"),
     pytest.param({"middleware": "x.Y"}, "option.middleware='x.Y'", "always installed", id="the middleware is reserved"),
 ]
 
@@ -224,8 +257,8 @@ def test_integer_acceptance_matches_vllms_own_parsers():
             try:
                 build_engine_args({key: value}, {}, CAPS, H200X8)
                 ours = True
-            except ConfigError:
-                ours = False
+            except ConfigError as exc:
+                ours = exc.reason == "out of range"  # well-formed; the range is ours to check (_RANGES)
             assert ours == vllm_accepts(parse, value), (key, value)
 
 

@@ -37,6 +37,20 @@ def test_the_installed_vllm_is_read_without_importing_it():
     assert "middleware" in caps.engine_args  # frontend (serve) arguments are included
 
 
+def test_choices_defined_in_vllms_config_modules_are_read():
+    """kv_cache_dtype's CacheDType lives in vllm/config/cache.py, not in arg_utils.py: read through the import, as
+    `Literal[...] | None` is; a nested alias (RunnerOption = Literal["auto", RunnerType]) is left unvalidated."""
+    caps = detect_capabilities()
+    assert (
+        caps.engine_args["kv_cache_dtype"].kind == "choice" and "fp8_e4m3" in caps.engine_args["kv_cache_dtype"].choices
+    )
+    assert caps.engine_args["dtype"].choices == ("auto", "half", "float16", "bfloat16", "float", "float32")
+    assert caps.engine_args["gdn_prefill_backend"].kind == "choice"  # Literal[...] | None
+    assert caps.engine_args["runner"].kind == "other"
+    for version in ("0.26.0", "0.32.0"):
+        assert load_snapshot(version).engine_args["kv_cache_dtype"].kind == "choice"
+
+
 def test_the_committed_snapshot_matches_the_installed_vllm_it_was_made_from():
     vllm_dir, version = installed_vllm()
     live = extract_from_source(vllm_dir, version).model_dump(mode="json")
