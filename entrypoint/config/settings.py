@@ -22,6 +22,7 @@ from entrypoint.config.moe import MoeBackend, MoeKernel, parse_moe_backend, pars
 from entrypoint.config.node_role import NodeRole, parse_node_role
 from entrypoint.config.warmup import Warmup, parse_warmup
 from entrypoint.utils.errors import ConfigError
+from entrypoint.utils.redact import is_secret_label
 
 DEFAULT_MODEL_DIR = "/opt/ml/model"
 # The image copies the repository's serving.properties here (Dockerfile); overridable for tests.
@@ -125,7 +126,10 @@ def read_properties(path: Path) -> dict[str, str]:
             if why is not None:
                 # The message must print: repr() escapes the value, the key is escaped here.
                 shown_key = key.encode("utf-8", "backslashreplace").decode("utf-8")
-                raise ConfigError(shown_key, value, f"{why} (in {path})", "text without NUL or unpaired surrogates")
+                raise ConfigError(
+                    shown_key, value, f"{why} (in {path})", "text without NUL or unpaired surrogates",
+                    hide_value=is_secret_label(shown_key),  # the value is what is wrong, and it is a token
+                )  # fmt: skip
     return raw
 
 

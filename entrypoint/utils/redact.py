@@ -45,6 +45,15 @@ def is_secret_env(name: str) -> bool:
     return any(word.endswith(_SECRET_SUFFIXES) for word in _words(name))
 
 
+def is_secret_label(label: str) -> bool:
+    """Whether an error's key label names a secret option or variable: `option.hf_token`, `OPTION_API_KEY
+    (option.api_key)`, `option.hf_token (in /path/serving.properties)` (the label's first word, or an option name in
+    it; not the words of a file path)."""
+    words = [word.strip("()") for word in label.split()]
+    names = [words[0]] + [w for w in words[1:] if w.lower().startswith(("option.", "option_"))] if words else []
+    return any(is_secret_env(name) for name in names)
+
+
 def _secret_arg_values(args: Sequence[str]) -> dict[int, str]:
     """Index of each argv element that holds a secret flag's value → that value.
 

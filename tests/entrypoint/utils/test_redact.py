@@ -12,7 +12,7 @@ from entrypoint.inputs.gather import build_plan
 from entrypoint.resolve.plan import Plan
 from entrypoint.resolve.render import render_plan
 from entrypoint.serve import plan_log_lines, vllm_command
-from entrypoint.utils.redact import REDACTED, is_secret_env, redact_args, redact_env
+from entrypoint.utils.redact import REDACTED, is_secret_env, is_secret_label, redact_args, redact_env
 from sagemaker_deploy.instance_plan import plan_json, plan_text
 from tests.conftest_paths import FIXTURE_MODELS
 
@@ -144,3 +144,18 @@ def test_secrets_inside_other_values_are_hidden_and_plain_json_stays_as_written(
     shown_args = plan.redacted().vllm_args
     assert shown_args[-1] == '{"num_speculative_tokens": 3}'  # nothing secret: left exactly as written
     assert plan.vllm_args[2] == overrides  # the argv for exec is untouched
+
+
+@pytest.mark.parametrize(
+    ("label", "secret"),
+    [
+        ("option.hf_token", True),
+        ("OPTION_API_KEY (option.api_key)", True),
+        ("option.hf_token (in /srv/serving.properties)", True),
+        ("option.max_model_len (in /srv/my_key_dir/serving.properties)", False),  # a path's words do not count
+        ("option.max_num_batched_tokens", False),
+        ("option.tokenizer", False),
+    ],
+)
+def test_an_error_label_names_a_secret_by_its_option_not_its_path(label: str, secret: bool) -> None:
+    assert is_secret_label(label) is secret
