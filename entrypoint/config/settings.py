@@ -9,6 +9,7 @@ fallback: a deployment that sets `OPTION_MOE_BACKEND` or `TENSOR_PARALLEL_DEGREE
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -115,11 +116,12 @@ def read_properties(path: Path) -> dict[str, str]:
     """Java-properties syntax (escapes, continuation lines, `:` separators) via javaproperties."""
     try:
         with path.open(encoding="utf-8") as handle:
-            raw = dict(javaproperties.load(handle))
+            pairs = javaproperties.load(handle, object_pairs_hook=list)
     except FileNotFoundError as exc:
         raise ConfigError("--properties", str(path), "file not found") from exc
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ConfigError("--properties", str(path), f"cannot be read as Java properties ({exc})") from exc
+    raw = _without_conflicts(pairs, path)
     for key, value in raw.items():
         for text in (key, value):
             why = _unencodable(text)
@@ -130,6 +132,28 @@ def read_properties(path: Path) -> dict[str, str]:
                     shown_key, value, f"{why} (in {path})", "text without NUL or unpaired surrogates",
                     hide_value=is_secret_label(shown_key),  # the value is what is wrong, and it is a token
                 )  # fmt: skip
+    return raw
+
+
+def _without_conflicts(pairs: list[tuple[str, str]], path: Path) -> dict[str, str]:
+    """The file's keys, refusing one key set twice to different values: the same key, or two spellings that name one
+    option (`option.max_model_len` and `OPTION.MAX-MODEL-LEN`). Java properties would keep the last silently; which
+    one the user meant is not ours to guess. A repeated identical value, or an empty one ("not set"), is fine."""
+    seen: dict[str, tuple[str, str]] = {}  # normalised key → (key as written, value)
+    raw: dict[str, str] = {}
+    for key, value in pairs:
+        canonical = normalise_key(key)
+        if canonical in seen:
+            first_key, first_value = seen[canonical]
+            if value.strip() and first_value.strip() and value.strip() != first_value.strip():
+                label = key if first_key == key else f"{first_key} / {key}"
+                raise ConfigError(
+                    label, f"{first_value} / {value}", f"set twice with different values (in {path})",
+                    "one line per option", hide_value=is_secret_label(key),
+                )  # fmt: skip
+        if value.strip() or canonical not in seen:
+            seen[canonical] = (key, value)
+        raw[key] = value
     return raw
 
 
@@ -217,6 +241,23 @@ def fallback_model(environ: Mapping[str, str], model_dir: Path = Path(DEFAULT_MO
     return fallback, why
 
 
+# LMI's request-size knob; the middleware inside vLLM's server reads it (entrypoint.lmi.middleware.MAX_PAYLOAD_ENV,
+# the same name): checked here too, where a bad value can still stop the start with exit 2
+MAX_PAYLOAD_ENV = "SAGEMAKER_MAX_PAYLOAD_IN_MB"
+
+
+def _check_max_payload(environ: Mapping[str, str]) -> None:
+    raw = environ.get(MAX_PAYLOAD_ENV, "").strip()
+    if not raw:
+        return
+    try:
+        megabytes = float(raw) if raw.isascii() else math.nan
+    except ValueError:
+        megabytes = math.nan
+    if not (math.isfinite(megabytes) and megabytes > 0):
+        raise ConfigError(MAX_PAYLOAD_ENV, raw, "must be a positive number of megabytes", ("6", "25", "0.5"))
+
+
 def _port(environ: Mapping[str, str], override: int | None) -> int:
     if override is not None:
         return override
@@ -239,6 +280,7 @@ def load_settings(
 ) -> tuple[Settings, list[str]]:
     """Merge every source into Settings; returns the settings and the reason lines it produced."""
     env = dict(os.environ if environ is None else environ)
+    _check_max_payload(env)
     env_opts = _env_options(env)
     alias_opts = _alias_options(env)
 

@@ -421,3 +421,48 @@ def test_an_option_is_named_where_the_user_set_it(tmp_path: Path, environ: dict[
     settings, _ = load_settings(model=str(tmp_path), properties=path, environ=environ)
     assert settings.option_label("moe_backend") == label.format(path=path)
     assert settings.option_label("dtype") == "option.dtype"
+
+
+# --- One option set twice; the request-size variable --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "option.max_model_len=256\noption.max_model_len=1024\n",
+        "option.max_model_len=256\nOPTION.MAX-MODEL-LEN=1024\n",  # two spellings of one option
+    ],
+    ids=["the same key", "another spelling"],
+)
+def test_an_option_set_twice_to_different_values_is_refused_naming_both(tmp_path, text) -> None:
+    with pytest.raises(ConfigError) as caught:
+        read_properties(_props(tmp_path, text))
+    assert "set twice with different values" in str(caught.value) and "256 / 1024" in str(caught.value)
+    assert caught.value.key.startswith("option.max_model_len")
+
+
+def test_an_option_repeated_with_its_value_or_empty_is_fine(tmp_path) -> None:
+    text = "option.max_model_len=256\noption.max_model_len=256\noption.dtype=\noption.dtype=bf16\n"
+    assert read_properties(_props(tmp_path, text)) == {"option.max_model_len": "256", "option.dtype": "bf16"}
+
+
+def test_a_secret_set_twice_is_refused_without_its_values(tmp_path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        read_properties(_props(tmp_path, "option.hf_token=hf_AAAA\noption.hf_token=hf_BBBB\n"))
+    assert "hf_AAAA" not in str(caught.value) and "hf_BBBB" not in str(caught.value)
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", "0", "nan", "inf", "٦"])
+def test_a_bad_request_size_limit_stops_the_start(value) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(environ={"SAGEMAKER_MAX_PAYLOAD_IN_MB": value})
+    assert caught.value.key == "SAGEMAKER_MAX_PAYLOAD_IN_MB" and caught.value.accepted
+
+
+def test_a_request_size_limit_in_megabytes_is_accepted_and_named_as_the_middleware_reads_it() -> None:
+    from entrypoint.config import settings
+    from entrypoint.lmi.middleware import MAX_PAYLOAD_ENV
+
+    assert settings.MAX_PAYLOAD_ENV == MAX_PAYLOAD_ENV
+    load_settings(environ={MAX_PAYLOAD_ENV: "6"})
+    load_settings(environ={MAX_PAYLOAD_ENV: "0.5"})
