@@ -7,6 +7,7 @@ table with their instance row first. Every layout starts from `plan.redacted()`:
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from enum import StrEnum
 
@@ -35,8 +36,10 @@ def plan_rows(plan: Plan) -> list[tuple[str, str]]:
         ("quantization", shown.quantization.summary()),
         ("moe backend", backend),
         ("vllm", f"{shown.vllm_version} ({shown.vllm_version_source})"),
-        ("env", " ".join(f"{k}={v}" for k, v in sorted(shown.env.items())) or "-"),
-        ("command", "vllm serve " + " ".join(shown.vllm_args)),
+        # shell-quoted: a value with spaces or `;` (option values are argv elements, never shell text) must not
+        # become a different command when someone pastes the line into a shell
+        ("env", " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(shown.env.items())) or "-"),
+        ("command", shlex.join(["vllm", "serve", *shown.vllm_args])),
     ]
 
 

@@ -44,3 +44,15 @@ def test_the_table_aligns_its_rows_and_the_log_has_one_line_per_fact() -> None:
 def test_deploy_puts_its_instance_row_first() -> None:
     first = plan_text(_plan(), "ml.p5e.48xlarge").splitlines()[0]
     assert first == "instance      ml.p5e.48xlarge (8x H200)"
+
+
+def test_the_command_line_shown_is_shell_quoted_as_one_argv() -> None:
+    """Option values are argv elements, never shell text; the line shown must paste back into a shell as that argv."""
+    import shlex
+
+    name = "x; touch /tmp/pwned"
+    plan = build_plan(
+        model=MIXTRAL, gpu="H200", num_gpus=8, vllm_version="0.26.0", environ={"OPTION_SERVED_MODEL_NAME": name}
+    )
+    (command,) = [value for label, value in plan_rows(plan) if label == "command"]
+    assert shlex.split(command) == ["vllm", "serve", *plan.vllm_args] and f"'{name}'" in command
