@@ -214,7 +214,7 @@ def resolve(
             "FP8/FP4/INT8 MoE kernels for this processor); run it on an NVIDIA GPU, "
             "or serve a BF16 checkpoint",
         )
-    engine = build_engine_args(settings.options, settings.server, caps, gpus)
+    engine = build_engine_args(settings.options, settings.server, caps, gpus, settings.option_label)
     # `kernels_model`: the checkpoint as vLLM's MoE kernels get it (refined scale blocks); the plan reports `model`
     kernels_model, split_reason = _check_block_fp8_split(settings, model, engine, gpus, caps)
     reasons = [*context_reasons, *engine.notes]

@@ -11,7 +11,7 @@ import difflib
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from entrypoint.config.lmi_options import (
@@ -104,30 +104,28 @@ def flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def _tensor_parallel(value: str, key: str, gpus: GpuInventory) -> str:
+def _tensor_parallel(value: str, where: str, gpus: GpuInventory) -> str:
     available = max(gpus.count, 1)
     if value.lower() in ("max", "-1"):
         return str(available)
+    # one accepted list for every refusal: the sizes this machine can run (any size on the CPU engine)
+    accepted = ("1", "2", "4", "8", "max") if gpus.is_cpu else [str(n) for n in range(1, gpus.count + 1)] + ["max"]
     if not (value.isascii() and value.isdigit()) or int(value) < 1:  # '²'.isdigit() is true
-        raise ConfigError(f"option.{key}", value, "must be a positive integer or 'max'", ("1", "2", "4", "8", "max"))
+        raise ConfigError(where, value, "must be a positive integer or 'max'", accepted)
     if not gpus.is_cpu and int(value) > gpus.count:
-        raise ConfigError(
-            f"option.{key}",
-            value,
-            f"only {gpus.count} GPU(s) visible ({gpus.primary.name})",  # type: ignore[union-attr]
-            [str(n) for n in range(1, gpus.count + 1)] + ["max"],
-        )
+        reason = f"only {gpus.count} GPU(s) visible ({gpus.primary.name})"  # type: ignore[union-attr]
+        raise ConfigError(where, value, reason, accepted)
     return value
 
 
-def _convert(lmi_key: str, vllm_key: str, value: str, gpus: GpuInventory) -> str:
-    """LMI value semantics → vLLM value (tensor_parallel_degree=max, dtype names)."""
+def _convert(where: str, vllm_key: str, value: str, gpus: GpuInventory) -> str:
+    """LMI value semantics → vLLM value (tensor_parallel_degree=max, dtype names); `where` names the option."""
     if vllm_key == "tensor_parallel_size":
-        return _tensor_parallel(value, lmi_key, gpus)
+        return _tensor_parallel(value, where, gpus)
     if vllm_key == "dtype":
         dtype = DTYPE_NAMES.get(value.lower())
         if dtype is None:
-            raise ConfigError(f"option.{lmi_key}", value, "unknown dtype", sorted(DTYPE_NAMES))
+            raise ConfigError(where, value, "unknown dtype", sorted(DTYPE_NAMES))
         return dtype
     return value
 
@@ -206,11 +204,11 @@ def _render(name: str, value: str, spec: EngineArg | None) -> list[str]:
     return [flag(name), value]
 
 
-def _twin_check(options: Mapping[str, str], gpus: GpuInventory) -> None:
+def _twin_check(options: Mapping[str, str], gpus: GpuInventory, label: Callable[[str], str]) -> None:
     for lmi_key, vllm_key in LMI_TO_VLLM.items():
         if lmi_key in options and vllm_key in options:
-            lmi_value = _convert(lmi_key, vllm_key, options[lmi_key], gpus)
-            vllm_value = _convert(vllm_key, vllm_key, options[vllm_key], gpus)
+            lmi_value = _convert(label(lmi_key), vllm_key, options[lmi_key], gpus)
+            vllm_value = _convert(label(vllm_key), vllm_key, options[vllm_key], gpus)
             if lmi_value != vllm_value:
                 raise ConfigError(
                     f"option.{lmi_key} / option.{vllm_key}",
@@ -221,14 +219,20 @@ def _twin_check(options: Mapping[str, str], gpus: GpuInventory) -> None:
 
 
 def build_engine_args(
-    options: Mapping[str, str], server: Mapping[str, str], caps: VllmCapabilities, gpus: GpuInventory
+    options: Mapping[str, str],
+    server: Mapping[str, str],
+    caps: VllmCapabilities,
+    gpus: GpuInventory,
+    label: Callable[[str], str] | None = None,
 ) -> EngineArgs:
-    """Validate every option and render the engine flags (sorted by name, so plans are stable)."""
+    """Validate every option and render the engine flags (sorted by name, so plans are stable). `label(key)` names
+    an option in an error where the user set it (Settings.option_label: `TENSOR_PARALLEL_DEGREE (option....)`)."""
+    label = label or (lambda key: f"option.{key}")
     args: list[str] = []
     values: dict[str, str] = {}
     ignored: list[str] = []
     notes: list[str] = []
-    _twin_check(options, gpus)
+    _twin_check(options, gpus, label)
     for key, value in server.items():
         if key == "engine" and value not in ENGINE_VALUES:
             raise ConfigError("engine", value, "unknown engine", ENGINE_VALUES)
@@ -240,10 +244,11 @@ def build_engine_args(
         value = options[key]
         if key in ("model_id", "model"):
             continue  # the resolver's positional argument
+        where = label(key)
         if key in RESERVED_ARGS:
-            raise ConfigError(f"option.{key}", value, RESERVED_ARGS[key])
+            raise ConfigError(where, value, RESERVED_ARGS[key])
         vllm_key = LMI_TO_VLLM.get(key, key)
-        value = _convert(key, vllm_key, value, gpus)  # LMI value semantics; other values unchanged
+        value = _convert(where, vllm_key, value, gpus)  # LMI value semantics; other values unchanged
         spec = caps.engine_args.get(vllm_key)
         if spec is None:
             if key in LEGACY_OPTIONS:
@@ -253,8 +258,8 @@ def build_engine_args(
             hint = f" (did you mean option.{close[0]}?)" if close else ""
             ignored.append(f"option.{key}: not a vLLM {caps.version} engine argument{hint}")
             continue
-        checked = _validate(vllm_key, value, spec, f"option.{key}")
-        _check_range(vllm_key, checked, f"option.{key}")
+        checked = _validate(vllm_key, value, spec, where)
+        _check_range(vllm_key, checked, where)
         chosen[vllm_key] = (checked, key)
 
     for vllm_key in sorted(chosen):

@@ -288,9 +288,11 @@ def test_env_option_beats_the_repositorys_image_default_file() -> None:
     [
         ({"SAGEMAKER_BIND_TO_PORT": "\u00b2"}, "SAGEMAKER_BIND_TO_PORT"),
         ({"SAGEMAKER_BIND_TO_PORT": "\u0668\u0660\u0668\u0660"}, "SAGEMAKER_BIND_TO_PORT"),  # Arabic-Indic 8080
-        ({"OPTION_TENSOR_PARALLEL_DEGREE": "\u00b2"}, "option.tensor_parallel_degree"),
+        # named as the user set it: the variable, then the option it stands for
+        ({"OPTION_TENSOR_PARALLEL_DEGREE": "\u00b2"}, "OPTION_TENSOR_PARALLEL_DEGREE (option.tensor_parallel_degree)"),
+        ({"SM_NUM_GPUS": "abc"}, "SM_NUM_GPUS (option.tensor_parallel_degree)"),
     ],
-    ids=["superscript port", "arabic-indic port", "superscript tensor_parallel_degree"],
+    ids=["superscript port", "arabic-indic port", "superscript tensor_parallel_degree", "an alias variable"],
 )
 def test_unicode_digits_are_a_config_error_naming_the_key(environ, key) -> None:
     with pytest.raises(ConfigError) as caught:

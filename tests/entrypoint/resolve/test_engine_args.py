@@ -168,6 +168,12 @@ ERRORS = [
         {"speculative_config": '{"method": '}, "option.speculative_config=", "not valid JSON", id="broken JSON"
     ),
     pytest.param({"port": "9000"}, "option.port='9000'", "SAGEMAKER_BIND_TO_PORT", id="the port is reserved"),
+    pytest.param(  # the same accepted list as for 16 on this 8-GPU host
+        {"tensor_parallel_degree": "0"},
+        "option.tensor_parallel_degree='0'",
+        "Accepted: 1, 2, 3, 4, 5, 6, 7, 8, max",
+        id="tp 0 lists what this host runs",
+    ),
     pytest.param(
         {"kv_cache_dtype": "bogus"},
         "option.kv_cache_dtype='bogus'",
