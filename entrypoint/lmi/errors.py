@@ -19,12 +19,20 @@ class LMIError(Exception):
         return {"code": self.code, "error": self.message}
 
 
+def shown(value: object) -> str:
+    """A request value as an error message shows it: its repr, cut at 80 characters."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def describe_field(field_name: str, value: object, expected: str) -> str:
+    """`field=value: expected ...`: what a client needs to fix a field."""
+    return f"{field_name}={shown(value)}: expected {expected}"
+
+
 def field_error(field_name: str, value: object, expected: str) -> LMIError:
     """A 400 that names the request field, shows its value (cut at 80 characters) and says what is accepted."""
-    shown = repr(value)
-    if len(shown) > 80:
-        shown = shown[:77] + "..."
-    return LMIError(400, f"Input parsing failed: {field_name}={shown}: expected {expected}")
+    return LMIError(400, f"Input parsing failed: {describe_field(field_name, value, expected)}")
 
 
 def vllm_error_to_lmi(status: int, raw: bytes) -> LMIError:

@@ -6,7 +6,8 @@ that flag in every plan), so there is no second process and no extra network hop
 process lives (once it is gone they answer 503 here, before vLLM's own check has noticed: engine_processes.py).
 
 On /invocations the body is read once and classified (entrypoint.lmi.request):
-- "prompt" / "messages": replayed to vLLM's /invocations unchanged (content-type set to JSON);
+- "prompt" / "messages": replayed to vLLM's /invocations unchanged (content-type set to JSON); only a
+  400 of vLLM's is looked at, to name the field its router did not (refusal.py);
 - "inputs": translated to a completion body and sent to vLLM's /invocations handler, whose answer
   is translated back — JSON (response.py), or SSE → application/jsonlines when streaming (stream.py);
 - anything else: an LMI error {"code": 400, "error": ...} without reaching vLLM.
@@ -20,14 +21,16 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import os
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from entrypoint.lmi.engine_processes import EngineProcesses
-from entrypoint.lmi.errors import LMIError, vllm_error_to_lmi
+from entrypoint.lmi.errors import LMIError
 from entrypoint.lmi.json_io import dumps_line, loads_vllm
 from entrypoint.lmi.lifecycle import Message, Receive, Scope, engine_stopped, watch_lifespan
+from entrypoint.lmi.refusal import lmi_refusal, openai_refusal
 from entrypoint.lmi.request import (
     CUSTOM_ATTRIBUTES_HEADER,
     LMIRequest,
@@ -57,10 +60,12 @@ WARMING_UP = LMIError(503, "warming up: the server sends its own warm-up request
 
 
 class _BodyTooLarge(Exception):
-    pass
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.size = size  # bytes read when the limit was crossed: the body has at least these
 
 
-def _max_payload_bytes() -> int | None:
+def _max_payload_mb() -> float | None:
     value = os.environ.get(MAX_PAYLOAD_ENV, "").strip()
     if not value:
         return None
@@ -69,7 +74,13 @@ def _max_payload_bytes() -> int | None:
     except ValueError:
         logger.warning("%s=%r is not a number; no request size limit applied", MAX_PAYLOAD_ENV, value)
         return None
-    return int(megabytes * 1024 * 1024) if megabytes > 0 else None
+    return megabytes if megabytes > 0 and math.isfinite(megabytes) else None
+
+
+def _too_large(megabytes: float, limit: int, read: int, content_length: bytes | None) -> LMIError:
+    """The 413: the limit as configured and in bytes, and the body's size (its Content-Length, else what was read)."""
+    size = f"{int(content_length)} bytes" if content_length and content_length.isdigit() else f"at least {read} bytes"
+    return LMIError(413, f"request body of {size} is over {MAX_PAYLOAD_ENV}={megabytes:g} MB ({limit} bytes)")
 
 
 class LMIMiddleware:
@@ -77,7 +88,8 @@ class LMIMiddleware:
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self.max_payload = _max_payload_bytes()
+        self.max_payload_mb = _max_payload_mb()
+        self.max_payload = None if self.max_payload_mb is None else int(self.max_payload_mb * 1024 * 1024)
         self.watch = _EngineWatch()
         self.engines = EngineProcesses()
         self.warmup = WarmupGate()
@@ -101,8 +113,11 @@ class LMIMiddleware:
             return
         try:
             raw = await _read_body(receive, self.max_payload)
-        except _BodyTooLarge:
-            await _send_json(send, 413, LMIError(413, f"request body over {MAX_PAYLOAD_ENV} MB").body())
+        except _BodyTooLarge as too_large:
+            assert self.max_payload_mb is not None and self.max_payload is not None  # only a limit raises it
+            length = _header(scope.get("headers", []), b"content-length")
+            error = _too_large(self.max_payload_mb, self.max_payload, too_large.size, length)
+            await _send_json(send, 413, error.body())
             return
         except _Disconnected:
             return
@@ -114,7 +129,7 @@ class LMIMiddleware:
         try:
             schema, body = classify_body(raw)
             if schema is not Schema.LMI:
-                await self._passthrough(_json_scope(scope, raw), _replay(raw, receive), send)
+                await self._passthrough(schema, body, _json_scope(scope, raw), _replay(raw, receive), send)
                 return
             req = parse_lmi_request(body)
         except LMIError as error:
@@ -209,21 +224,36 @@ class LMIMiddleware:
                 await _send_json(send, error.code, error.body())
             return
         if error_status is not None:
-            error = vllm_error_to_lmi(error_status, b"".join(error_chunks))
+            error = lmi_refusal(req.completion, error_status, b"".join(error_chunks))
             await _send_json(send, error.code, error.body())
 
-    async def _passthrough(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """OpenAI bodies go to vLLM as they are; only an engine stop mid-request is answered here."""
-        started = ended = event_stream = False
+    async def _passthrough(
+        self, schema: Schema, body: dict[str, Any], scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        """OpenAI bodies go to vLLM as they are; answered here: an engine stop mid-request, and a 400
+        that names no field (vLLM's router says only "Cannot find suitable handler")."""
+        started = ended = event_stream = False  # started, ended: our own response's start and end have gone out
+        refused: Message | None = None  # vLLM's 400 start, held until its body is complete
+        refusal: list[bytes] = []
 
         async def track(message: Message) -> None:
-            nonlocal started, ended, event_stream
+            nonlocal started, ended, event_stream, refused
             if message["type"] == "http.response.start":
+                if message["status"] == 400:
+                    refused = message
+                    return
                 started = True
                 content_type = _header(message.get("headers", []), b"content-type") or b""
                 event_stream = content_type.startswith(b"text/event-stream")
-            elif message["type"] == "http.response.body" and not message.get("more_body", False):
-                ended = True
+            elif message["type"] == "http.response.body":
+                more = message.get("more_body", False)
+                if refused is not None:
+                    refusal.append(message.get("body", b""))
+                    if not more:
+                        started = ended = True
+                        await _send_refusal(send, refused, b"".join(refusal), schema, body)
+                    return
+                ended = not more
             await send(message)
 
         try:
@@ -248,10 +278,21 @@ class _EngineStopped(Exception):
     pass
 
 
+async def _send_refusal(send: Send, start: Message, raw: bytes, schema: Schema, body: dict[str, Any]) -> None:
+    """vLLM's 400 for a pass-through body, its message replaced by the field that vLLM's request model refuses."""
+    explained = openai_refusal(body, schema)
+    if explained is None:  # nothing found here: vLLM's own answer, as it was
+        await send(start)
+        await send({"type": "http.response.body", "body": raw, "more_body": False})
+        return
+    headers = _without(list(start.get("headers", [])), b"content-type", b"content-length")
+    await _send_json(send, 400, explained, headers)
+
+
 def _unary_answer(req: LMIRequest, status: int, raw: bytes) -> tuple[int, Any]:
     """vLLM's complete unary response → (status, LMI JSON)."""
     if status >= 400:
-        error = vllm_error_to_lmi(status, raw)
+        error = lmi_refusal(req.completion, status, raw)
         return error.code, error.body()
     try:
         return 200, completion_to_lmi(loads_vllm(raw), req)
@@ -318,7 +359,7 @@ async def _read_body(receive: Receive, limit: int | None) -> bytes:
         chunk = message.get("body", b"")
         size += len(chunk)
         if limit is not None and size > limit:
-            raise _BodyTooLarge
+            raise _BodyTooLarge(size)
         chunks.append(chunk)
         if not message.get("more_body", False):
             return b"".join(chunks)
@@ -358,13 +399,17 @@ def _json_scope(scope: Scope, body: bytes) -> Scope:
     return {**scope, "headers": headers}
 
 
-async def _send_json(send: Send, status: int, payload: Any) -> None:
+async def _send_json(send: Send, status: int, payload: Any, headers: Iterable[tuple[bytes, bytes]] = ()) -> None:
     body = dumps_line(payload)
     await send(
         {
             "type": "http.response.start",
             "status": status,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            "headers": [
+                *headers,
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+            ],
         }
     )
     await send({"type": "http.response.body", "body": body, "more_body": False})

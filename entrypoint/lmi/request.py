@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from entrypoint.lmi.errors import LMIError, field_error
+from entrypoint.lmi.errors import LMIError, field_error, shown
 
 LMI_DEFAULT_MAX_NEW_TOKENS = 30  # LMI's default; users complain it is short, but clients rely on it
 CUSTOM_ATTRIBUTES_HEADER = "x-amzn-sagemaker-custom-attributes"
 CUSTOM_ATTRIBUTES_MAX_CHARS = 1024  # SageMaker's own limit on CustomAttributes
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # vLLM's bounds on a seed
 
 
 class Schema(StrEnum):
@@ -118,8 +120,11 @@ class LMIRequest:
     stream_prefix: str = ""
 
 
-# Fields the translation itself sets: a user sending them in "parameters" gets a 400 that names
-# the LMI way to say it, instead of a silent override either way.
+_CHAT_BODY = "an OpenAI chat body ('messages' instead of 'inputs'); an LMI body is a completion"
+
+# Fields the translation itself sets, or that would change what vLLM does with the body: a user
+# sending them in "parameters" gets a 400 that names the LMI way to say it, instead of a silent
+# override, a silently ignored field or another handler.
 _RESERVED = {
     "prompt": "top-level 'inputs'",
     "stream": "top-level 'stream'",
@@ -135,6 +140,45 @@ _RESERVED = {
     "return_tokens_as_token_ids": "details",
     "n": "one generation per input (send a list of inputs for several)",
     "best_of": "one generation per input",
+    "max_completion_tokens": "max_new_tokens",
+    "prompt_embeds": "top-level 'inputs' (text)",
+    # vLLM's /invocations tries its chat request model first: a completion body that also has
+    # "messages" is answered by the chat handler, which ignores the prompt (and a batch's length).
+    "messages": _CHAT_BODY,
+    # Chat-only fields: the completion handler would ignore them without a word.
+    **dict.fromkeys(
+        (
+            "add_generation_prompt",
+            "chat_template",
+            "chat_template_kwargs",
+            "continue_final_message",
+            "documents",
+            "include_reasoning",
+            "media_io_kwargs",
+            "mm_processor_kwargs",
+            "parallel_tool_calls",
+            "reasoning_effort",
+            "return_prompt_text",
+            "tool_choice",
+            "tools",
+            "top_logprobs",
+        ),
+        _CHAT_BODY,
+    ),
+}
+
+# The vLLM completion field each LMI name became: vLLM's own errors name these, the client sent
+# the LMI name. Any other pass-through key k is parameters.k (lmi_field_name).
+_LMI_NAME_OF_FORWARDED = {
+    "prompt": "inputs",
+    "stream": "stream",
+    "max_tokens": "parameters.max_new_tokens",
+    "truncate_prompt_tokens": "parameters.truncate",
+    "echo": "parameters.return_full_text",
+    "ignore_eos": "parameters.ignore_eos_token",
+    "logprobs": "parameters.details",
+    "return_token_ids": "parameters.details",
+    "prompt_logprobs": "parameters.decoder_input_details",
 }
 
 
@@ -157,6 +201,27 @@ LMI_PARAMETERS = frozenset(
         "stop_sequences",
     }
 )
+
+
+def lmi_field_name(forwarded: str) -> str:
+    """The LMI name the client used for a top-level field of the forwarded completion body."""
+    return _LMI_NAME_OF_FORWARDED.get(forwarded, f"parameters.{forwarded}")
+
+
+# vLLM's own words for a translated field, as its 400s for an LMI body put them: "max_tokens=600
+# cannot be greater than max_model_len=512 ... (parameter=max_tokens, value=600)". The bare word
+# "prompt" stays ("your prompt contains ..." is right as it is); only vLLM's parameter= tag says it.
+_VLLM_WORDS = re.compile(r"\b(?:max_tokens|truncate_prompt_tokens|parameter=prompt)\b")
+_LMI_WORDS = {
+    "max_tokens": "parameters.max_new_tokens",
+    "truncate_prompt_tokens": "parameters.truncate",
+    "parameter=prompt": "parameter=inputs",
+}
+
+
+def lmi_words(message: str) -> str:
+    """vLLM's error message for a translated body, with the names of the fields the client sent."""
+    return _VLLM_WORDS.sub(lambda match: _LMI_WORDS[match.group()], message)
 
 
 def _is_int(value: object) -> bool:
@@ -222,11 +287,10 @@ def parse_lmi_request(body: Mapping[str, Any]) -> LMIRequest:
     """Validate an LMI body and build the vLLM completion request; LMIError(400) names the field."""
     inputs = body.get("inputs")
     batch = isinstance(inputs, list)
-    if batch:
-        if not inputs or not all(isinstance(item, str) for item in inputs):
-            raise field_error("inputs", inputs, "a string, or a non-empty list of strings")
-    elif not isinstance(inputs, str):
-        raise field_error("inputs", inputs, "a string, or a non-empty list of strings")
+    # vLLM refuses an empty prompt in its own words ("The decoder prompt cannot be empty")
+    items = inputs if batch else [inputs]
+    if not items or not all(isinstance(item, str) and item for item in items):
+        raise field_error("inputs", inputs, "a non-empty string, or a non-empty list of non-empty strings")
 
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
@@ -243,18 +307,19 @@ def parse_lmi_request(body: Mapping[str, Any]) -> LMIRequest:
         if name in _RESERVED:
             raise LMIError(
                 400,
-                f"Input parsing failed: parameters.{name} is set by the LMI translation; "
-                f"accepted instead: {_RESERVED[name]}",
+                f"Input parsing failed: parameters.{name}={shown(params[name])}: not accepted in an LMI body's "
+                f"parameters; accepted instead: {_RESERVED[name]}",
             )
 
     max_new_tokens = _want_int(params, "max_new_tokens", 1)
-    temperature = _want_number(params, "temperature", 0.0, math.inf, low_open=False)
+    temperature = _want_number(params, "temperature", 0.0, 2.0, low_open=False)  # vLLM refuses > 2
     top_p = _want_number(params, "top_p", 0.0, 1.0, low_open=True)
     top_k = _want_int(params, "top_k", -1)
     repetition_penalty = _want_number(params, "repetition_penalty", 0.0, math.inf, low_open=True)
     seed = params.get("seed")
-    if seed is not None and not _is_int(seed):
-        raise field_error("parameters.seed", seed, "an integer")
+    if seed is not None and not (_is_int(seed) and INT64_MIN <= seed <= INT64_MAX):
+        # vLLM's request model bounds it; beyond, its router answers no field name at all
+        raise field_error("parameters.seed", seed, f"an integer in [{INT64_MIN}, {INT64_MAX}]")
     truncate = _want_int(params, "truncate", 1)
     do_sample = _want_bool(params, "do_sample")
     details = bool(_want_bool(params, "details"))

@@ -14,11 +14,14 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
+import pydantic
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+from vllm.entrypoints.openai.completion.protocol import CompletionRequest
 
 from entrypoint.lmi import lifecycle, middleware
 from entrypoint.lmi.lifecycle import ENGINE_DIED_EXIT_CODE
@@ -33,15 +36,43 @@ class FakeEngine:
         self.errored = False
 
 
+ROUTING_REFUSAL = (
+    "Cannot find suitable handler for request. Expected one of: ['ChatCompletionRequest', 'CompletionRequest']"
+)
+
+
+def vllm_400(message: str) -> Response:
+    return JSONResponse({"error": {"message": message, "type": "BadRequestError", "param": None, "code": 400}}, 400)
+
+
+def vllm_router(body: Any) -> tuple[str | None, Response | None]:
+    """vLLM 0.32's /invocations routing (vllm/entrypoints/serve/sagemaker/api_router.py): the first of its request
+    models that validates the body picks the handler; none does → a 400 that names no field; a model's own
+    validator raising something else (VLLMValidationError, TypeError) → a 400 with that message."""
+    for handler, model in (("chat", ChatCompletionRequest), ("completion", CompletionRequest)):
+        try:
+            model.model_validate(body)
+        except pydantic.ValidationError:
+            continue
+        except Exception as exc:
+            return None, vllm_400(str(exc))
+        return handler, None
+    return None, vllm_400(ROUTING_REFUSAL)
+
+
 async def invocations(request: Request) -> Response:
     """vLLM's /invocations as far as the middleware can tell; the prompt picks the behaviour."""
     body = await request.json()
+    handler, refusal = vllm_router(body)
     seen = {
         "body": body,
         "content_type": request.headers.get("content-type"),
         "custom_attributes": getattr(request.state, "custom_attributes", None),
+        "handler": handler,
     }
     request.app.state.last_seen = seen
+    if refusal is not None:
+        return refusal
     prompt = body.get("prompt") or (body.get("messages") or [{}])[0].get("content")
     engine: FakeEngine = request.app.state.engine_client
 
@@ -151,10 +182,89 @@ def test_unary_answer_is_translated(client: httpx.AsyncClient) -> None:
     ]
 
 
-def test_vllm_error_before_a_stream_is_an_lmi_json_error(client: httpx.AsyncClient) -> None:
-    response = run(client.post("/invocations", json={"inputs": "error-before", "stream": True}))
+@pytest.mark.parametrize("stream", [True, False], ids=["before a stream", "unary"])
+def test_vllm_error_is_an_lmi_json_error_in_lmi_names(client: httpx.AsyncClient, stream: bool) -> None:
+    response = run(client.post("/invocations", json={"inputs": "error-before", "stream": stream}))
     assert response.status_code == 400
-    assert response.json() == {"code": 400, "error": "Input parsing failed: max_tokens too large"}
+    # vLLM said max_tokens; the client sent parameters.max_new_tokens
+    assert response.json() == {"code": 400, "error": "Input parsing failed: parameters.max_new_tokens too large"}
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streaming", "unary"])
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        pytest.param(
+            {"min_tokens": "x"}, "parameters.min_tokens='x': expected a valid integer", id="pass-through field type"
+        ),
+        pytest.param({"user": {}}, "parameters.user={}: expected a valid string", id="pass-through object"),
+        pytest.param(
+            {"logit_bias": {"7": "x"}}, "parameters.logit_bias[\"7\"]='x': expected a valid number", id="nested"
+        ),
+    ],
+)
+def test_a_field_vllm_routing_refuses_is_named_for_lmi_bodies(
+    client: httpx.AsyncClient, params: dict[str, Any], message: str, stream: bool
+) -> None:
+    body = {"inputs": "hi", "stream": stream, "parameters": params}
+    response = run(client.post("/invocations", json=body))
+    assert response.status_code == 400, response.text
+    assert response.json()["error"].startswith(f"Input parsing failed: {message}"), response.text
+    assert ROUTING_REFUSAL not in response.text
+
+
+def test_messages_in_lmi_parameters_never_reach_the_chat_handler() -> None:
+    app = make_app()
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
+    body = {"inputs": ["hi", "yo"], "parameters": {"max_new_tokens": 4, "messages": [{"role": "user", "content": "x"}]}}
+    response = run(client.post("/invocations", json=body))
+    assert response.status_code == 400 and "parameters.messages" in response.json()["error"]
+    assert not hasattr(app.state, "last_seen")  # refused here: vLLM would have answered one chat reply for two inputs
+
+
+@pytest.mark.parametrize(
+    ("body", "param", "message"),
+    [
+        pytest.param({"prompt": 5}, "prompt", "prompt=5: expected a valid list or a valid string", id="prompt type"),
+        pytest.param(
+            {"prompt": [-1]}, "prompt[0]", "prompt[0]=-1: expected a value greater than or equal to 0", id="id"
+        ),
+        pytest.param(
+            {"prompt": "hi", "max_tokens": "x"}, "max_tokens", "max_tokens='x': expected a valid integer", id="max"
+        ),
+        pytest.param({"messages": None}, "messages", "messages=None: expected a list of message objects", id="null"),
+        pytest.param({"messages": "hi"}, "messages", "messages='hi': expected a list", id="messages string"),
+        pytest.param(
+            {"messages": [{"content": "hi"}]}, "messages[0].role", "messages[0].role is missing", id="no role"
+        ),
+        pytest.param(
+            {"messages": [{"role": "user", "content": 5}]},
+            "messages[0].content",
+            "messages[0].content=5: expected a valid string",
+            id="content type",
+        ),
+        pytest.param(
+            {"messages": [{"role": "user", "content": "hi"}], "tools": "x"},
+            "tools",
+            "tools='x': expected a valid list",
+            id="tools",
+        ),
+    ],
+)
+def test_openai_bodies_vllm_cannot_route_get_a_400_naming_the_field(
+    client: httpx.AsyncClient, body: dict[str, Any], param: str, message: str
+) -> None:
+    response = run(client.post("/invocations", json=body))
+    assert response.status_code == 400
+    error = response.json()["error"]  # still vLLM's OpenAI error shape
+    assert error["param"] == param and error["type"] == "BadRequestError" and error["code"] == 400
+    assert error["message"].startswith(message), error["message"]
+
+
+def test_an_openai_400_validation_cannot_explain_is_vllms_own(client: httpx.AsyncClient) -> None:
+    response = run(client.post("/invocations", json={"prompt": "error-before"}))
+    assert response.status_code == 400
+    assert response.json() == {"error": {"message": "max_tokens too large", "code": 400}}
 
 
 def test_stream_is_jsonlines_and_ends_with_the_full_text(client: httpx.AsyncClient) -> None:
@@ -221,10 +331,30 @@ def test_payload_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SAGEMAKER_MAX_PAYLOAD_IN_MB", "0.001")  # about 1 KB
     transport = httpx.ASGITransport(app=make_app())
     client = httpx.AsyncClient(transport=transport, base_url="http://test")
-    big = run(client.post("/invocations", json={"inputs": "x" * 2000}))
+    raw = json.dumps({"inputs": "x" * 2000}).encode()
+    big = run(client.post("/invocations", content=raw))
     small = run(client.post("/invocations", json={"inputs": "answer"}))
     assert big.status_code == 413 and big.json()["code"] == 413
+    # the limit as configured and in bytes (int(0.001 * 2**20)), and the body's size from its Content-Length
+    expected = f"request body of {len(raw)} bytes is over SAGEMAKER_MAX_PAYLOAD_IN_MB=0.001 MB (1048 bytes)"
+    assert big.json()["error"] == expected
     assert small.status_code == 200
+
+
+def test_payload_limit_without_a_content_length(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SAGEMAKER_MAX_PAYLOAD_IN_MB", "0.001")
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=make_app()), base_url="http://test")
+
+    async def chunked() -> AsyncIterator[bytes]:  # no Content-Length: the size is what was read when it stopped
+        for _ in range(4):
+            yield b"x" * 600
+
+    big = run(client.post("/invocations", content=chunked()))
+    assert big.status_code == 413
+    assert (
+        big.json()["error"]
+        == "request body of at least 1200 bytes is over SAGEMAKER_MAX_PAYLOAD_IN_MB=0.001 MB (1048 bytes)"
+    )
 
 
 # ---------------------------------------------------------------------------------------------

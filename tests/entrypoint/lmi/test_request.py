@@ -16,6 +16,8 @@ from entrypoint.lmi.request import (
     LMI_PARAMETERS,
     Schema,
     classify_body,
+    lmi_field_name,
+    lmi_words,
     parse_custom_attributes,
     parse_lmi_request,
 )
@@ -154,6 +156,70 @@ def test_streaming_asks_for_token_ids_and_moves_full_text_to_the_final_line() ->
     assert req.stream_prefix == "Hi"
 
 
+@pytest.mark.parametrize(
+    "params",
+    [
+        pytest.param({"temperature": 2}, id="temperature 2, vLLM's upper bound"),
+        pytest.param({"temperature": 0}, id="temperature 0"),
+        pytest.param({"seed": 2**63 - 1}, id="largest int64 seed"),
+        pytest.param({"seed": -(2**63)}, id="smallest int64 seed"),
+    ],
+)
+def test_the_bounds_of_a_range_are_accepted(params: dict[str, Any]) -> None:
+    completion = parse_lmi_request({"inputs": "x", "parameters": params}).completion
+    assert all(completion[name] == value for name, value in params.items())
+
+
+@pytest.mark.parametrize(
+    ("forwarded", "lmi"),
+    [
+        ("prompt", "inputs"),
+        ("max_tokens", "parameters.max_new_tokens"),
+        ("truncate_prompt_tokens", "parameters.truncate"),
+        ("echo", "parameters.return_full_text"),
+        ("min_tokens", "parameters.min_tokens"),  # passed through by name
+    ],
+)
+def test_forwarded_fields_map_back_to_the_lmi_name_the_client_sent(forwarded: str, lmi: str) -> None:
+    assert lmi_field_name(forwarded) == lmi
+
+
+@pytest.mark.parametrize(
+    ("vllm", "lmi"),
+    [
+        pytest.param(
+            "max_tokens=600 cannot be greater than max_model_len=512. Please request fewer output tokens. "
+            "(parameter=max_tokens, value=600)",
+            "parameters.max_new_tokens=600 cannot be greater than max_model_len=512. Please request fewer output "
+            "tokens. (parameter=parameters.max_new_tokens, value=600)",
+            id="max_tokens beyond the context",
+        ),
+        pytest.param(
+            "truncate_prompt_tokens=100000 cannot be greater than max_model_len = 512. "
+            "(parameter=truncate_prompt_tokens, value=100000)",
+            "parameters.truncate=100000 cannot be greater than max_model_len = 512. "
+            "(parameter=parameters.truncate, value=100000)",
+            id="truncate beyond the context",
+        ),
+        pytest.param(
+            "Either prompt or prompt_embeds must be provided (parameter=prompt)",
+            "Either prompt or prompt_embeds must be provided (parameter=inputs)",
+            id="only vLLM's parameter tag names the prompt",
+        ),
+        pytest.param(
+            "min_tokens must be less than or equal to max_tokens=3, got 5.",
+            "min_tokens must be less than or equal to parameters.max_new_tokens=3, got 5.",
+            id="a pass-through field's message",
+        ),
+        pytest.param(
+            "your prompt contains 9 tokens; max_model_len=512", "your prompt contains 9 tokens; max_model_len=512"
+        ),
+    ],
+)
+def test_vllm_messages_name_the_lmi_fields(vllm: str, lmi: str) -> None:
+    assert lmi_words(vllm) == lmi
+
+
 def test_a_list_of_inputs_is_a_batch() -> None:
     req = parse_lmi_request({"inputs": ["a", "b"]})
     assert req.batch and req.completion["prompt"] == ["a", "b"]
@@ -162,9 +228,14 @@ def test_a_list_of_inputs_is_a_batch() -> None:
 @pytest.mark.parametrize(
     ("body", "message"),
     [
-        pytest.param({"inputs": 3}, "inputs=3: expected a string", id="inputs must be text"),
-        pytest.param({"inputs": []}, "inputs=[]: expected a string, or a non-empty list", id="empty list"),
+        pytest.param({"inputs": 3}, "inputs=3: expected a non-empty string", id="inputs must be text"),
+        pytest.param({"inputs": []}, "inputs=[]: expected a non-empty string, or a non-empty list", id="empty list"),
         pytest.param({"inputs": ["a", 1]}, "inputs=['a', 1]", id="list of mixed types"),
+        # vLLM's own words for these name its field: "The decoder prompt cannot be empty"
+        pytest.param({"inputs": ""}, "inputs='': expected a non-empty string", id="empty input"),
+        pytest.param(
+            {"inputs": ["a", ""]}, "inputs=['a', '']: expected a non-empty string, or a non-empty list", id="empty item"
+        ),
         pytest.param({"inputs": "a", "stream": "yes"}, "stream='yes': expected true or false", id="stream type"),
         pytest.param({"inputs": ["a"], "stream": True}, "streaming takes one input", id="streamed batch"),
         pytest.param({"inputs": "a", "parameters": []}, "parameters=[]: expected a JSON object", id="params list"),
@@ -183,8 +254,13 @@ def test_a_list_of_inputs_is_a_batch() -> None:
         ),
         pytest.param(
             {"inputs": "a", "parameters": {"temperature": -1}},
-            "temperature=-1: expected a number in [0, inf]",
+            "temperature=-1: expected a number in [0, 2]",
             id="negative temperature",
+        ),
+        pytest.param(
+            {"inputs": "a", "parameters": {"temperature": 5}},
+            "parameters.temperature=5: expected a number in [0, 2]",
+            id="temperature above vLLM's 2",
         ),
         pytest.param(
             {"inputs": "a", "parameters": {"top_p": 0}}, "top_p=0: expected a number in (0, 1]", id="top_p zero"
@@ -199,6 +275,12 @@ def test_a_list_of_inputs_is_a_batch() -> None:
             id="zero repetition penalty",
         ),
         pytest.param({"inputs": "a", "parameters": {"seed": "1"}}, "seed='1': expected an integer", id="seed"),
+        pytest.param(
+            {"inputs": "a", "parameters": {"seed": 2**63}},
+            "parameters.seed=9223372036854775808: expected an integer in [-9223372036854775808, 9223372036854775807]",
+            id="seed beyond int64",
+        ),
+        pytest.param({"inputs": "a", "parameters": {"seed": -(2**63) - 1}}, "parameters.seed=", id="seed below int64"),
         pytest.param(
             {"inputs": "a", "parameters": {"do_sample": "false"}},
             "do_sample='false': expected true or false",
@@ -215,8 +297,29 @@ def test_a_list_of_inputs_is_a_batch() -> None:
         ),
         pytest.param(
             {"inputs": "a", "parameters": {"max_tokens": 5}},
-            "parameters.max_tokens is set by the LMI translation; accepted instead: max_new_tokens",
+            "parameters.max_tokens=5: not accepted in an LMI body's parameters; accepted instead: max_new_tokens",
             id="vLLM twin of an LMI name",
+        ),
+        pytest.param(
+            {"inputs": "a", "parameters": {"max_completion_tokens": 5}},
+            "accepted instead: max_new_tokens",
+            id="the chat name of max_new_tokens",
+        ),
+        pytest.param(
+            {"inputs": ["a", "b"], "parameters": {"messages": [{"role": "user", "content": "x"}]}},
+            "parameters.messages=[{'role': 'user', 'content': 'x'}]: not accepted in an LMI body's parameters; "
+            "accepted instead: an OpenAI chat body ('messages' instead of 'inputs')",
+            id="messages would send the body to vLLM's chat handler",
+        ),
+        pytest.param(
+            {"inputs": "a", "parameters": {"prompt_embeds": "AAAA"}},
+            "accepted instead: top-level 'inputs' (text)",
+            id="prompt embeddings replace the inputs",
+        ),
+        pytest.param(
+            {"inputs": "a", "parameters": {"tools": []}},
+            "parameters.tools=[]: not accepted in an LMI body's parameters; accepted instead: an OpenAI chat body",
+            id="a chat-only field the completion handler would ignore",
         ),
         pytest.param(
             {"inputs": "a", "parameters": {"stream": True}},
@@ -254,7 +357,7 @@ ANY_STREAM = st.booleans() | json_values
 
 @settings(max_examples=300, deadline=None)
 @given(inputs=ANY_INPUTS, params=ANY_PARAMS, stream=ANY_STREAM)
-@example(inputs="", params={"": math.inf}, stream=False)  # CI found it: inf passed through to vLLM unrefused
+@example(inputs="x", params={"": math.inf}, stream=False)  # CI found it: inf passed through to vLLM unrefused
 @example(inputs="x", params={"logit_bias": {"7": [1.0, -math.inf]}}, stream=False)
 def test_parse_accepts_or_refuses_with_400_for_any_json(inputs: Any, params: Any, stream: Any) -> None:
     body = {"inputs": inputs, "parameters": params, "stream": stream}
