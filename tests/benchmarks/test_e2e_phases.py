@@ -111,7 +111,8 @@ def test_the_attention_phase_runs_the_plan_once_per_backend_as_a_user_option(tmp
     assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["FLASHINFER", "TRITON_ATTN", "e2e_console.log"]
     # a name vLLM does not know is the resolver's refusal, reported as the row's plan_error (exit 2 from `serve`)
     bad = _phase(tmp_path, "qwen-attention", gpus=1, ATTN_BACKENDS="TRITON")
-    assert "option.attention_backend='TRITON': not a vLLM attention_backend" in bad.stdout + bad.stderr
+    # named as the harness set it (OPTION_ATTENTION_BACKEND), with the option it stands for
+    assert "(option.attention_backend)='TRITON': not a vLLM attention_backend" in bad.stdout + bad.stderr
     empty = _phase(tmp_path, "qwen-attention", gpus=1, ATTN_BACKENDS=" ")
     assert empty.returncode == 2 and "ATTN_BACKENDS is empty" in empty.stderr
 
