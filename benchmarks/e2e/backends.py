@@ -28,11 +28,14 @@ from entrypoint.warmup import WARMUP_ENVS
 # serve runs until it ships): a labelled comparison row, what the fold adds is plan / plan_fold.
 # plan_fold_pdl: plan_fold with our GEMM1 launched under PDL behind the router GEMM (MOE_SERVING_GEMM1_PDL=1, issue 33
 # step 3): what PDL adds on top of the fold is plan_fold / plan_fold_pdl.
-PLAN_ROWS = ("plan", "plan_vllm_kernel", "plan_fold", "plan_fold_pdl")
+# plan_pdl: the plan with only GEMM1 under PDL, behind vLLM's top-k (the fold lost on the whole block at M = 1,
+# 2026-12-05: PDL alone is what step 3 can still ship): what PDL adds is plan / plan_pdl.
+PLAN_ROWS = ("plan", "plan_vllm_kernel", "plan_fold", "plan_fold_pdl", "plan_pdl")
 # the comparison rows' switches, each only in its own rows (served.py drops an exported one from the others)
 ROW_SWITCHES: dict[str, dict[str, str]] = {
     "plan_fold": {FOLD_ENV: "1"},
     "plan_fold_pdl": {FOLD_ENV: "1", GEMM1_PDL_ENV: "1"},
+    "plan_pdl": {GEMM1_PDL_ENV: "1"},
 }
 SWITCH_ENVS = (FOLD_ENV, GEMM1_PDL_ENV)
 BACKENDS: tuple[str, ...] = ("auto", *PLAN_ROWS, "triton", "triton_tuned", "flashinfer_cutlass")

@@ -37,15 +37,19 @@ CLASSES: tuple[tuple[str, str], ...] = (
     ("moe_gemm_vllm", r"fused_moe_kernel"),
     ("sampling", r"sampl|top_?p\b|topp|argmax|penalt|logprob"),
     ("router_gemm", r"router_gemm|gate_linear|ll_?bf16"),  # x · W_gate (gate_linear.py; on SM90 the CuTe DSL LLBf16*)
+    # vLLM's routing simulator (torch.rand, torch.topk) and ours (benchmarks/e2e/uniform_route.py): in benchmark rows
+    # only, never in production
+    ("routing_simulator", r"distribution_elementwise|philox|gatherTopK|sbtopk|bitonicSort|radixSort|uniform_route"),
     ("moe_routing", r"topkgating|topk_softmax|moe_align|count_and_sort|grouped_topk|fused_topk|rout|expert"),
-    # vLLM's routing simulator (torch.rand, torch.topk): in benchmark rows only, never in production
-    ("routing_simulator", r"distribution_elementwise|philox|gatherTopK|sbtopk|bitonicSort|radixSort"),
     ("activation", r"silu|act_and_mul|gelu|relu"),
-    ("quant", r"quant|fp8|scaled_fp8|per_token"),
+    # before dense_gemm: FlashAttention's split-KV kernels contain "splitk"
     ("attention", r"flash|fmha|attn|attention|paged|mla"),
-    ("norm", r"rms|norm"),
-    ("rope", r"rotary|rope"),
+    # before quant: vLLM's CUTLASS FP8 GEMMs carry "fp8" in their template names (2026-12-05's first profile counted
+    # the qkv / o_proj GEMMs as quantisation because quant came first and matched "fp8")
     ("dense_gemm", r"gemm|gemv|sm90_|cutlass|cublas|nvjet|xmma|matmul|splitk"),
+    ("quant", r"quant|fp8|per_token"),
+    ("norm", r"rms|norm|rsqrt"),  # Inductor names a fused RMSNorm by its ops (…_mean_mul_pow_rsqrt_…)
+    ("rope", r"rotary|rope"),
     ("communication", r"nccl|all_reduce|allreduce|cross_device"),
     ("copy", r"memcpy|memset|copy|fill|index|cat|elementwise"),
 )
@@ -196,6 +200,50 @@ def summarise(steps: Sequence[Step]) -> tuple[list[ClassRow], dict[str, float]]:
     return rows, totals
 
 
+@dataclass(frozen=True)
+class NameRow:
+    name: str  # shortened to NAME_CHARS
+    kernel_class: str
+    kernels_per_step: float  # means over the steps: a name absent from some steps still counts
+    us_per_step: float
+
+
+NAME_CHARS = 120  # enough to tell a CUTLASS GEMM's template from a quantisation kernel's
+TOP_NAMES = 25
+
+
+def short_name(name: str) -> str:
+    name = name.removeprefix("void ")
+    return name if len(name) <= NAME_CHARS else name[: NAME_CHARS - 1] + "…"
+
+
+def by_name(steps: Sequence[Step]) -> list[NameRow]:
+    """Every kernel name of the steps (shortened) with its class: what the class table sums, to check the classes."""
+    count: Counter[str] = Counter()
+    total: defaultdict[str, float] = defaultdict(float)
+    for step in steps:
+        for name, _, dur in step.kernels:
+            count[short_name(name)] += 1
+            total[short_name(name)] += dur
+    n = len(steps) or 1
+    first_full = {short_name(name): name for step in steps for name, _, _ in step.kernels}
+    rows = [NameRow(short, kernel_class(first_full[short]), count[short] / n, total[short] / n) for short in count]
+    return sorted(rows, key=lambda r: -r.us_per_step)
+
+
+def names_markdown(rows: Sequence[NameRow], top: int = TOP_NAMES) -> str:
+    lines = [
+        f"Kernels by name, the {min(top, len(rows))} largest of {len(rows)} (means per step):",
+        "",
+        "| kernel | class | per step | µs per step |",
+        "|---|---|---|---|",
+    ]
+    for r in rows[:top]:
+        cell = r.name.replace("|", "\\|")
+        lines.append(f"| `{cell}` | {r.kernel_class} | {r.kernels_per_step:.1f} | {r.us_per_step:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
 def markdown(label: str, rows: Sequence[ClassRow], totals: dict[str, float], dropped: int) -> str:
     lines = [
         f"### {label}",
@@ -221,11 +269,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--label", action="append", default=[], help="one per trace (default: the file name)")
     parser.add_argument("--out-csv", type=Path, required=True)
     parser.add_argument("--out-md", type=Path, required=True)
+    parser.add_argument("--out-names-csv", type=Path, help="every kernel name per trace, its class and µs per step")
     args = parser.parse_args(argv)
     labels = args.label or [t.name for t in args.traces]
     if len(labels) != len(args.traces):
         parser.error(f"--label given {len(labels)} times for {len(args.traces)} traces")
-    md, table = [], []
+    md, table, names = [], [], []
     for label, trace in zip(labels, args.traces, strict=True):
         try:
             steps, dropped = steps_of(load_events(trace))
@@ -233,15 +282,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (OSError, ValueError, KeyError) as exc:
             print(f"profile_trace: {trace}: {exc}", file=sys.stderr)
             return 1
-        md.append(markdown(label, rows, totals, dropped))
+        name_rows = by_name(steps)
+        md.append(markdown(label, rows, totals, dropped) + "\n" + names_markdown(name_rows))
         table += [{"trace": label, **r.__dict__, **{f"step_{k}": v for k, v in totals.items()}} for r in rows]
-    with args.out_csv.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(table[0]))
-        writer.writeheader()
-        writer.writerows(table)
+        names += [{"trace": label, **r.__dict__} for r in name_rows]
+    _write_csv(args.out_csv, table)
+    if args.out_names_csv:
+        _write_csv(args.out_names_csv, names)
     args.out_md.write_text("\n".join(md))
     print(f"profile_trace: wrote {args.out_csv} and {args.out_md}")
     return 0
+
+
+def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,9 @@ routing_simulator_router.py`): it replaces the router's top-k, before the MoE ke
 routings a row can run under:
 
 - `uniform_random` (the default): vLLM's own strategy, top-k of uniform random scores (every expert equally likely);
+- `uniform_one_launch`: the same distribution in one kernel per layer (ours, `benchmarks/e2e/uniform_route.py`):
+  vLLM's strategy costs 3 kernels per layer, 16.6 % of a one-request decode step's GPU time (2026-12-05 profile),
+  where production runs one top-k kernel;
 - `hot_experts`: ours (`benchmarks/e2e/routing_plugin.py`, registered with vLLM's simulator by a lab-only plugin):
   `HOT_SHARE` of the routing mass on the first `hot_count(E, k)` experts, the rest spread over the others, sampled
   without replacement (Gumbel top-k; weights in kernels/tuning/routing_weights.py, shared with the kernel bench):
@@ -32,6 +35,7 @@ DEFAULT_ROUTING = "uniform_random"
 CONTROL_ROUTING = "dummy"
 ROUTINGS: dict[str, str] = {
     "uniform_random": "vLLM's simulator: top-k of uniform random scores",
+    "uniform_one_launch": "uniform as uniform_random, drawn in one kernel per layer (our simulator strategy)",
     "hot_experts": "our simulator strategy: half the routing mass on a few hot experts",
     "dummy": "the dummy weights' own router (collapsed: a control, not published)",
 }
@@ -62,6 +66,6 @@ def expected_experts_touched(routing: str, num_experts: int, top_k: int, tokens:
         raise ValueError(f"tokens={tokens}, top_k={top_k}, num_experts={num_experts}: need 1 <= top_k <= experts")
     if routing == CONTROL_ROUTING:
         return float(top_k)
-    if routing == "uniform_random":
+    if routing in ("uniform_random", "uniform_one_launch"):
         return uniform_experts_touched(num_experts, top_k, tokens)
     return hot_experts_touched(num_experts, top_k, tokens)

@@ -1,7 +1,7 @@
-"""A vLLM general plugin of the lab only: registers the `hot_experts` routing (benchmarks/e2e/routing.py) with vLLM's
-routing simulator, in every process that routes tokens (vLLM loads general plugins in the API server, the engine
-core and each worker). Never in the image: `benchmarks.device.register_entry_points` names it for the GPU host's
-site, beside the product's own plugin.
+"""A vLLM general plugin of the lab only: registers the `hot_experts` and `uniform_one_launch` routings
+(benchmarks/e2e/routing.py) with vLLM's routing simulator, in every process that routes tokens (vLLM loads general
+plugins in the API server, the engine core and each worker). Never in the image:
+`benchmarks.device.register_entry_points` names it for the GPU host's site, beside the product's own plugin.
 
 Why a Gumbel top-k: it samples top_k distinct experts with chances proportional to their weights from one
 `torch.rand` and one `torch.topk`, as vLLM's uniform strategy does, so it is captured in CUDA graphs the same way
@@ -62,5 +62,10 @@ def register() -> None:
     """vLLM's entry point (group vllm.general_plugins): idempotent, as vLLM may call it more than once."""
     from vllm.model_executor.layers.fused_moe.router.routing_simulator_router import RoutingSimulator
 
-    if STRATEGY not in RoutingSimulator.get_available_strategies():
+    from benchmarks.e2e import uniform_route
+
+    available = RoutingSimulator.get_available_strategies()
+    if STRATEGY not in available:
         RoutingSimulator.register_strategy(STRATEGY, make_strategy())
+    if uniform_route.STRATEGY not in available:
+        RoutingSimulator.register_strategy(uniform_route.STRATEGY, uniform_route.make_strategy())

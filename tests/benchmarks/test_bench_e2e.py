@@ -62,7 +62,7 @@ def test_the_plan_target_and_the_start_experiments_each_come_as_one_group() -> N
         (["--conc", "0,8"], "--conc: '0,8' must list positive integers"),
         (
             ["--backends", "auto,cutlass"],
-            "accepted: auto, plan, plan_vllm_kernel, plan_fold, plan_fold_pdl, triton, triton_tuned, "
+            "accepted: auto, plan, plan_vllm_kernel, plan_fold, plan_fold_pdl, plan_pdl, triton, triton_tuned, "
             "flashinfer_cutlass",
         ),
         (["--models", "no-such-model"], "--models: 'no-such-model' is neither a bundled model"),
@@ -261,13 +261,17 @@ def test_the_fold_row_is_the_plan_with_the_fold_switch_and_a_separate_engine(tmp
     def provider(model_dir: Path) -> be.PlanDecision:
         return be.PlanDecision("triton", {be.KERNEL_ENV: "project"}, "test")
 
-    plan, fold, pdl = be.engine_setups(["plan", "plan_fold", "plan_fold_pdl"], tmp_path, QWEN, provider)
+    plan, fold, pdl, pdl_alone = be.engine_setups(
+        ["plan", "plan_fold", "plan_fold_pdl", "plan_pdl"], tmp_path, QWEN, provider
+    )
     assert be.FOLD_ENV not in plan.env and be.GEMM1_PDL_ENV not in plan.env
     assert fold.env == {be.KERNEL_ENV: "project", be.FOLD_ENV: "1"} and fold.same_engine_as is None
     assert fold.engine_kwargs() == plan.engine_kwargs() and "comparison row" in fold.note
     # the fold with GEMM1 under PDL: one switch more, its own engine
     assert pdl.env == {**fold.env, be.GEMM1_PDL_ENV: "1"} and pdl.same_engine_as is None
     assert f"{be.GEMM1_PDL_ENV}=1" in pdl.note
+    # GEMM1 under PDL without the fold: behind vLLM's top-k
+    assert pdl_alone.env == {be.KERNEL_ENV: "project", be.GEMM1_PDL_ENV: "1"} and pdl_alone.same_engine_as is None
 
 
 def test_a_resolver_refusal_becomes_an_error_row_not_a_crash(tmp_path: Path) -> None:

@@ -162,7 +162,7 @@ def test_every_phase_routes_with_the_simulator_unless_told_dummy_and_refuses_an_
                                                                    "uniform_random"]  # fmt: skip
     bogus = _phase(tmp_path, "engine-check", gpus=1, ROUTING="hot")
     assert bogus.returncode == 2
-    refusal = "--routing: 'hot' is not a routing; accepted: uniform_random, hot_experts, dummy"
+    refusal = "--routing: 'hot' is not a routing; accepted: uniform_random, uniform_one_launch, hot_experts, dummy"
     assert refusal in bogus.stdout + bogus.stderr
 
 

@@ -90,6 +90,26 @@ def test_the_summary_has_per_class_medians_and_the_gap(tmp_path: Path) -> None:
     assert csv_path.read_text().splitlines()[0].startswith("trace,kernel_class,kernels_per_step,us_per_step,share")
 
 
+def test_the_summary_names_every_kernel_with_its_class(tmp_path: Path) -> None:
+    path = tmp_path / "rank0.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": trace(steps=6)}))
+    names_csv, md_path = tmp_path / "names.csv", tmp_path / "steps.md"
+    out = ["--out-csv", str(tmp_path / "s.csv"), "--out-md", str(md_path), "--out-names-csv", str(names_csv)]
+    assert profile_trace.main([str(path), *out]) == 0
+    md = md_path.read_text()
+    assert "Kernels by name, the 5 largest of 5" in md
+    assert "| `fused_moe_kernel` | moe_gemm_vllm | 1.0 | 20.0 |" in md
+    assert "| `flash_fwd_splitkv_kernel` | attention | 1.0 | 10.0 |" in md
+    rows = names_csv.read_text().splitlines()
+    assert rows[0] == "trace,name,kernel_class,kernels_per_step,us_per_step" and len(rows) == 1 + 5
+
+
+def test_a_long_kernel_name_is_shortened() -> None:
+    name = "void cutlass::device_kernel<" + "x" * 300 + ">"
+    short = profile_trace.short_name(name)
+    assert short.startswith("cutlass::device_kernel<") and len(short) == profile_trace.NAME_CHARS
+
+
 def test_a_trace_without_graph_replays_says_why(tmp_path: Path) -> None:
     path = tmp_path / "eager.json"
     path.write_text(
@@ -114,8 +134,14 @@ def test_a_trace_without_graph_replays_says_why(tmp_path: Path) -> None:
             "routing_simulator",
         ),
         ("void at::native::sbtopk::gatherTopK<float, unsigned int, 2, false>", "routing_simulator"),
+        ("uniform_route_kernel", "routing_simulator"),  # ours, one launch per layer (benchmarks/e2e/uniform_route.py)
         ("act_and_mul_kernel<silu>", "activation"),
         ("scaled_fp8_quant_kernel", "quant"),
+        ("void vllm::scaled_fp8_quant_kernel_strided<c10::BFloat16, c10::Float8_e4m3fn>", "quant"),
+        # vLLM's CUTLASS FP8 GEMM: "fp8" in its template name, a GEMM all the same (2026-12-05 had it as quant)
+        ("void cutlass::device_kernel<vllm::cutlass_3x_gemm_sm90_fp8<cutlass::float_e4m3_t>>", "dense_gemm"),
+        ("flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits>", "attention"),  # "splitk" is a GEMM word too
+        ("triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_0", "norm"),  # Inductor's RMSNorm
         ("triton_poi_fused_add_rms_norm_0", "norm"),
         ("nvjet_tst_64x8_64x16_4x1_v_bz_TNN", "dense_gemm"),
         ("topk_topp_sampler", "sampling"),

@@ -17,7 +17,8 @@ from kernels.tuning.routing_weights import hot_inclusion_probabilities
 
 
 def test_an_unknown_routing_is_refused_with_what_is_accepted() -> None:
-    with pytest.raises(ValueError, match=r"--routing: 'zipf' is not a routing; accepted: uniform_random, hot_experts"):
+    accepted = "accepted: uniform_random, uniform_one_launch, hot_experts"
+    with pytest.raises(ValueError, match=rf"--routing: 'zipf' is not a routing; {accepted}"):
         routing.check_routing("zipf")
 
 
@@ -103,4 +104,48 @@ def test_the_folded_routing_under_hot_experts_picks_as_the_simulator_does(monkey
     measured = [picks[i] / tokens for i in range(8)]
     assert (
         max(abs(m - e) for m, e in zip(measured, hot_inclusion_probabilities(experts, top_k)[:8], strict=True)) < 0.03
+    )
+
+
+def test_uniform_one_launch_routes_uniformly_to_distinct_experts_and_draws_afresh_each_call() -> None:
+    """benchmarks/e2e/uniform_route.py (the Triton interpreter here): top_k distinct experts per token, every expert
+    equally likely, weights 1, and a new draw per call from the counter in device memory (what a graph replay reads)."""
+    torch = pytest.importorskip("torch")
+    from benchmarks.e2e import uniform_route
+
+    counter = torch.zeros(1, dtype=torch.int32)
+    tokens, experts, top_k = 2048, 128, 8
+    weights, ids = uniform_route.uniform_route(counter, tokens, experts, top_k, torch.int32)
+    assert ids.shape == (tokens, top_k) and ids.dtype == torch.int32 and torch.all(weights == 1)
+    assert all(len(set(row)) == top_k for row in ids.tolist())  # distinct experts per token
+    assert int(ids.min()) >= 0 and int(ids.max()) < experts
+    picks = Counter(ids.flatten().tolist())
+    assert len(picks) == experts
+    expected = tokens * top_k / experts  # 128 picks per expert; a binomial spread of ~11
+    assert max(abs(n - expected) for n in picks.values()) < 6 * expected**0.5
+    assert counter.item() == 1  # program 0 bumped the seed
+    _, again = uniform_route.uniform_route(counter, tokens, experts, top_k, torch.int32)
+    assert counter.item() == 2 and not torch.equal(ids, again)  # the next call (layer, replay) draws afresh
+    # a token's draw does not depend on its neighbours: tokens of one program get different experts
+    assert len({tuple(sorted(row)) for row in ids[:16].tolist()}) == 16
+    # odd shapes: experts not a power of two (never picked beyond E), a token count off the program size
+    _, odd = uniform_route.uniform_route(counter, 5, 60, 6, torch.int64)
+    assert odd.dtype == torch.int64 and int(odd.max()) < 60 and all(len(set(r)) == 6 for r in odd.tolist())
+    with pytest.raises(ValueError, match="top_k=9 with 8 experts"):
+        uniform_route.uniform_route(counter, 1, 8, 9, torch.int32)
+
+
+def test_the_plugin_registers_uniform_one_launch_with_vllms_simulator() -> None:
+    torch = pytest.importorskip("torch")
+    from vllm.model_executor.layers.fused_moe.router.routing_simulator_router import RoutingSimulator
+
+    routing_plugin.register()
+    routing_plugin.register()
+    assert RoutingSimulator.get_available_strategies().count("uniform_one_launch") == 1
+    weights, ids = RoutingSimulator.simulate_routing(
+        torch.zeros(64, 16), torch.zeros(64, 128), "uniform_one_launch", 8, torch.int32
+    )
+    assert ids.shape == (64, 8) and all(len(set(row)) == 8 for row in ids.tolist()) and torch.all(weights == 1)
+    assert routing.expected_experts_touched("uniform_one_launch", 128, 8, 64) == routing.expected_experts_touched(
+        "uniform_random", 128, 8, 64
     )
