@@ -223,7 +223,7 @@ def resolve(
     choice = _choose_backend(settings, kernels_model, gpus, caps, engine)
     switch = render_backend_switch(choice.passed, caps)
     reasons += [choice.reason, *switch.reasons]
-    env = dict(switch.env)
+    env = {**switch.env, **engine.env}
     if choice.effective == "triton" and model.quantization.is_fp8 and not gpus.is_cpu:
         tuned_env, tuned_reasons = tuned_config_env(kernels_model, gpus, engine, tuned, environ)
         env.update(tuned_env)

@@ -62,6 +62,10 @@ _RANGES: dict[str, tuple[float, float, bool, str]] = {
     "block_size": (1, 4096, True, "a whole number ≥ 1, e.g. 16"),
 }
 _HUMAN_INT_EXAMPLES = ("32768", "32k (= 32000)", "32K (= 32768)", "25.6k")
+# Secret engine arguments reach vLLM through the variable it reads instead, not argv: a process's argv is readable by
+# every user of the host (`ps`, /proc/PID/cmdline), its environment only by its owner. vLLM takes VLLM_API_KEY when
+# --api-key is absent (entrypoints/serve/middleware/register.py); the hub client reads HF_TOKEN for every download.
+SECRET_ENV: dict[str, str] = {"api_key": "VLLM_API_KEY", "hf_token": "HF_TOKEN"}
 
 
 @dataclass(frozen=True)
@@ -78,9 +82,12 @@ class EngineArgs:
     quantization: str | None = None  # --quantization (option.quantize / option.quantization)
     dtype: str | None = None  # --dtype, after the LMI spellings (bf16 → bfloat16)
     enforce_eager: bool | None = None  # None: not set by the user
+    env: Mapping[str, str] = field(default_factory=dict)  # secret arguments, as the variables vLLM reads (SECRET_ENV)
 
 
-def _typed(args: list[str], values: dict[str, str], ignored: list[str], notes: list[str]) -> EngineArgs:
+def _typed(
+    args: list[str], values: dict[str, str], ignored: list[str], notes: list[str], env: dict[str, str]
+) -> EngineArgs:
     """The validated values read into their types (validation guarantees the formats)."""
 
     def boolean(name: str) -> bool | None:
@@ -97,6 +104,7 @@ def _typed(args: list[str], values: dict[str, str], ignored: list[str], notes: l
         quantization=values.get("quantization"),
         dtype=values.get("dtype"),
         enforce_eager=boolean("enforce_eager"),
+        env=dict(env),
     )
 
 
@@ -262,10 +270,18 @@ def build_engine_args(
         _check_range(vllm_key, checked, where)
         chosen[vllm_key] = (checked, key)
 
+    env: dict[str, str] = {}
     for vllm_key in sorted(chosen):
         value, lmi_key = chosen[vllm_key]
         values[vllm_key] = value
+        if vllm_key in SECRET_ENV:
+            env[SECRET_ENV[vllm_key]] = value
+            notes.append(
+                f"option.{lmi_key} → env {SECRET_ENV[vllm_key]}, not {flag(vllm_key)}: a command line is public on "
+                "the host (docs/api.md#secrets)"
+            )
+            continue
         args.extend(_render(vllm_key, value, caps.engine_args.get(vllm_key)))
         if lmi_key != vllm_key:
             notes.append(f"option.{lmi_key}={options[lmi_key]} → {flag(vllm_key)} {value}")
-    return _typed(args, values, ignored, notes)
+    return _typed(args, values, ignored, notes, env)

@@ -193,7 +193,9 @@ def test_secrets_in_the_environment_appear_nowhere_in_docker_logs(sagemaker: Con
     leaked = [name for name, value in SECRETS.items() if value in logs]
     assert not leaked, f"{leaked} leaked into docker logs"
     # the plan's command line is shell-quoted: the placeholder too
-    assert re.search(r"--hf-token '\*\*\*'", logs), "option.hf_token is passed to vLLM, shown as ***"
+    assert re.search(r"HF_TOKEN='\*\*\*'", logs), "option.hf_token reaches vLLM as HF_TOKEN, shown as ***"
+    # never on the command line, which any user of the host reads (the reason line names the flag it replaces)
+    assert not re.search(r"--hf-token[ =]'?\*", logs)
 
 
 # ------------------------------------------------------------------------------------ docker stop (last)

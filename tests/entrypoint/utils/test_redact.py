@@ -74,11 +74,13 @@ def _secret_plan() -> Plan:
     return build_plan(model=MODEL, gpu="H200", num_gpus=8, vllm_version="0.26.0", environ=SECRET_OPTIONS)
 
 
-def test_the_plan_keeps_the_secrets_for_exec() -> None:
+def test_the_plan_keeps_the_secrets_for_exec_in_the_environment_not_the_command_line() -> None:
     plan = _secret_plan()
     argv = vllm_command(plan)
-    assert argv[argv.index("--api-key") + 1] == API_KEY
-    assert argv[argv.index("--hf-token") + 1] == HF_TOKEN
+    # any user of the host reads a command line (ps); the variables vLLM and the hub client read carry them instead
+    assert "--api-key" not in argv and "--hf-token" not in argv and API_KEY not in argv and HF_TOKEN not in argv
+    assert plan.env["VLLM_API_KEY"] == API_KEY and plan.env["HF_TOKEN"] == HF_TOKEN
+    assert any("option.api_key → env VLLM_API_KEY" in reason for reason in plan.reasons)
 
 
 @pytest.mark.parametrize(
@@ -95,7 +97,7 @@ def test_the_plan_keeps_the_secrets_for_exec() -> None:
 def test_every_renderer_hides_the_api_key_and_hf_token(render) -> None:
     shown = render(_secret_plan())
     assert API_KEY not in shown and HF_TOKEN not in shown
-    assert "--api-key" in shown and REDACTED in shown
+    assert "VLLM_API_KEY" in shown and REDACTED in shown
 
 
 def test_secret_env_values_and_their_echoes_in_reasons_are_hidden() -> None:
@@ -121,11 +123,11 @@ def test_resolve_cli_prints_no_secret(as_json: bool, monkeypatch: pytest.MonkeyP
     argv = ["resolve", "--model", MODEL, "--gpu", "H200", "--num-gpus", "8", "--vllm-version", "0.26.0"]
     assert main(argv + (["--json"] if as_json else [])) == 0
     out, err = capsys.readouterr()
-    assert "--api-key" in out and "--hf-token" in out
+    assert "VLLM_API_KEY" in out and "HF_TOKEN" in out
     assert API_KEY not in out + err and HF_TOKEN not in out + err
     if as_json:
-        args = json.loads(out)["vllm_args"]
-        assert args[args.index("--api-key") + 1] == REDACTED
+        env = json.loads(out)["env"]
+        assert env["VLLM_API_KEY"] == REDACTED and env["HF_TOKEN"] == REDACTED
 
 
 def test_secrets_inside_other_values_are_hidden_and_plain_json_stays_as_written() -> None:
