@@ -149,3 +149,25 @@ def test_the_plugin_registers_uniform_one_launch_with_vllms_simulator() -> None:
     assert routing.expected_experts_touched("uniform_one_launch", 128, 8, 64) == routing.expected_experts_touched(
         "uniform_random", 128, 8, 64
     )
+
+
+@pytest.mark.gpu
+def test_uniform_one_launch_draws_afresh_in_every_cuda_graph_replay() -> None:
+    """What the engine does with it: captured once in a CUDA graph, replayed per decode step. Each replay must read
+    the live counter (a seed passed from Python would be frozen into the graph and route every step alike)."""
+    torch = pytest.importorskip("torch")
+    from benchmarks.e2e import uniform_route
+
+    counter = torch.zeros(1, dtype=torch.int32, device="cuda")
+    uniform_route.uniform_route(counter, 8, 128, 8, torch.int32)  # compile outside the capture, as vLLM's warm-up
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        _, ids = uniform_route.uniform_route(counter, 8, 128, 8, torch.int32)
+    draws = []
+    for _ in range(3):
+        graph.replay()
+        torch.cuda.synchronize()
+        draws.append(ids.clone())
+    assert all(len(set(row)) == 8 for draw in draws for row in draw.tolist())
+    assert not torch.equal(draws[0], draws[1]) and not torch.equal(draws[1], draws[2])
+    assert counter.item() == 1 + 3  # the eager call and three replays (a capture records, it runs nothing)
