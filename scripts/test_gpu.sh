@@ -4,5 +4,5 @@
 # tree would import the CPU-only suites' dependencies (moto, boto3, ...), which a GPU host need not have.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-GPU_TEST_PATHS=(tests/ops tests/entrypoint/moe_plugin)
+GPU_TEST_PATHS=(tests/ops tests/entrypoint/moe_plugin tests/benchmarks/test_routing.py)
 exec "${PY:-python3}" -m pytest -q -p no:cacheprovider -m gpu "${GPU_TEST_PATHS[@]}" "$@"
