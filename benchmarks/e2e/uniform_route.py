@@ -7,7 +7,10 @@ so every uniform_random row carried ~0.4 ms per token that no user pays, and eve
 towards 1 at low concurrency.
 
 This strategy picks the same distribution (top_k distinct experts per token, every expert equally likely, weights
-1) in one Triton launch, as cheap as production's top-k: per token, the top_k of E uniform keys drawn with Philox.
+1) in one Triton launch: per token, the top_k of E uniform keys drawn with Philox. The aim was production's cost.
+Measured on the H200 (2026-12-05b, benchmarks/results/e2e/issue33_2026-12-05b/SUMMARY.md), it missed: 20.4 µs per
+launch at one token (one program of 128 threads, 80 registers), against 11.3 µs for vLLM's three kernels. Cause open;
+suspects: the TOP_K serial argmax passes over a 16-token tile of which one row is live, and the acq_rel atomic.
 
 How the draws change between CUDA-graph replays: the seed is a call counter in GPU memory, read by every program and
 bumped by program 0. A replayed graph reads the live counter, so each replay and each layer draws afresh (a seed
