@@ -221,13 +221,15 @@ def by_name(steps: Sequence[Step]) -> list[NameRow]:
     """Every kernel name of the steps (shortened) with its class: what the class table sums, to check the classes."""
     count: Counter[str] = Counter()
     total: defaultdict[str, float] = defaultdict(float)
+    full: dict[str, str] = {}  # short → a full name, classed as the class table classes it
     for step in steps:
         for name, _, dur in step.kernels:
-            count[short_name(name)] += 1
-            total[short_name(name)] += dur
+            short = short_name(name)
+            count[short] += 1
+            total[short] += dur
+            full.setdefault(short, name)
     n = len(steps) or 1
-    first_full = {short_name(name): name for step in steps for name, _, _ in step.kernels}
-    rows = [NameRow(short, kernel_class(first_full[short]), count[short] / n, total[short] / n) for short in count]
+    rows = [NameRow(short, kernel_class(full[short]), count[short] / n, total[short] / n) for short in count]
     return sorted(rows, key=lambda r: -r.us_per_step)
 
 
