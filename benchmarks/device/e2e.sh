@@ -147,9 +147,12 @@ case "$PHASE" in
              # at PROFILE_CONC (default 1,8) under ROUTING, then one batch per concurrency under vLLM's torch profiler
              # (--profile-conc: after the measured rows); traces per row under OUT/profiles/, summarised per step into
              # OUT/profile_steps.csv/.md by benchmarks.e2e.profile_trace. PROFILE_BACKENDS: the rows (default
-             # plan,plan_vllm_kernel; `plan` alone fits ~200 s of a lease)
+             # plan,plan_vllm_kernel; `plan` alone fits ~200 s of a lease). PROFILE_REPS: profiled batches per
+             # concurrency, one trace each (default 1; several where an engine's repetitions jitter, to compare a slow
+             # batch's steps with a fast one's); PROFILE_ROW_REPS: the measured repetitions before them (default 1)
              ARGS=(--models "${MODEL:-qwen3-30b-a3b-fp8-static}" --backends "${PROFILE_BACKENDS:-plan,plan_vllm_kernel}"
-                   --conc "${PROFILE_CONC:-1,8}" --long-input-len 0 --reps 1 --profile-conc "${PROFILE_CONC:-1,8}"
+                   --conc "${PROFILE_CONC:-1,8}" --long-input-len 0 --reps "${PROFILE_ROW_REPS:-1}"
+                   --profile-conc "${PROFILE_CONC:-1,8}" --profile-reps "${PROFILE_REPS:-1}"
                    --share-triton-cache) ;;
   tuned)     # issue 32: a model the image never tuned (MODEL). `python -m entrypoint tune` on this GPU first (the step
              # `bake-cache` runs before its server; TUNE_BUDGET_S, its wall time in tune_MODEL.txt), into a layer folder;
@@ -329,7 +332,7 @@ if [ "$PHASE" = profile ] && [ "${DRY_RUN:-0}" != 1 ]; then
   kept=$WORK/profiles-kept/$(date +%s)
   mkdir -p "$kept" && mv "$OUT/profiles" "$kept/" && echo "e2e.sh: raw traces moved to $kept" | tee -a "$LOG"
   # except the smallest one-request trace, when small enough, so a summary that fails on a real trace can be debugged
-  smallest=$(find "$kept" -path '*/conc1/*rank0*.pt.trace.json*' -size -6M -printf '%s %p\n' | sort -n | head -n 1)
+  smallest=$(find "$kept" -path '*/conc1*/*rank0*.pt.trace.json*' -size -6M -printf '%s %p\n' | sort -n | head -n 1)
   if [ -n "$smallest" ]; then cp "${smallest#* }" "$OUT/"; fi
 fi
 if [ "$PHASE" = mixtral ]; then

@@ -74,7 +74,8 @@ def serve(
         "sampler_probe": list(sampler_probe),
         "profile": None if not args.profile_conc or start_only else {
             "concs": list(args.profile_conc), "input_len": args.workloads[0].input_len,
-            "output_len": args.profile_tokens, "trace_dir": str(profile_capture.trace_dir(args.work_dir)),
+            "output_len": args.profile_tokens, "reps": args.profile_reps,
+            "trace_dir": str(profile_capture.trace_dir(args.work_dir)),
             "dest": str(args.out_dir / "profiles" / stem),
         },
     }  # fmt: skip

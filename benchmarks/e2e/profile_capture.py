@@ -3,9 +3,11 @@
 `--profile-conc 1,8` on the harness (served engine only) adds `option.profiler_config` to every served row, the
 `--profiler-config` vLLM 0.32 takes: the torch profiler, traces into the run's work dir, no Python stacks or shapes
 (they would slow the profiled steps). After a row's measured repetitions, its worker (served_worker.py) calls
-`capture` once per concurrency: POST /start_profile, one batch of that many requests, POST /stop_profile, then
-moves the trace files vLLM wrote into the row's own folder, one subfolder per concurrency. The rows' figures are
-measured before the profiler ever starts. `benchmarks/e2e/profile_trace.py` reads the traces.
+`capture`: per concurrency (`--profile-reps` times each), POST /start_profile, one batch of that many requests, POST
+/stop_profile, then it moves the trace files vLLM wrote into the row's own folder, one subfolder per batch. The rows'
+figures are measured before the profiler ever starts. Several batches per concurrency compare a slow batch's steps
+with a fast one's, where one engine's repetitions jitter (Nemotron-3-Nano, docs/results/nemotron.md).
+`benchmarks/e2e/profile_trace.py` reads the traces.
 """
 
 from __future__ import annotations
@@ -68,16 +70,21 @@ def _new_trace_files(folder: Path, before: dict[Path, int], clock: Callable[[], 
 def capture(
     job: dict[str, Any], port: int, send_batch: Callable[[int, int, int], None], emit: Callable[..., None]
 ) -> None:
-    """One profiled batch per concurrency of ``job["profile"]``; ``send_batch(conc, input_len, output_len)``."""
+    """``job["profile"]["reps"]`` profiled batches per concurrency, each its own trace folder (``conc8``, or
+    ``conc8-rep2`` when there are several); ``send_batch(conc, input_len, output_len)``."""
     spec = job["profile"]
-    raw, dest = Path(spec["trace_dir"]), Path(spec["dest"])
+    raw, dest, reps = Path(spec["trace_dir"]), Path(spec["dest"]), int(spec.get("reps", 1))
     for conc in spec["concs"]:
-        before = _files(raw)
-        started = _post(port, "/start_profile")
-        send_batch(conc, int(spec["input_len"]), int(spec["output_len"]))
-        stopped = _post(port, "/stop_profile")
-        files = _new_trace_files(raw, before)
-        target = dest / f"conc{conc}"
-        target.mkdir(parents=True, exist_ok=True)
-        moved = [str(shutil.move(str(f), target / f.name)) for f in files]
-        emit("profile", conc=conc, start_status=started, stop_status=stopped, files=moved)
+        for rep in range(1, reps + 1):
+            before = _files(raw)
+            started = _post(port, "/start_profile")
+            sent = time.monotonic()
+            send_batch(conc, int(spec["input_len"]), int(spec["output_len"]))
+            batch_s = time.monotonic() - sent
+            stopped = _post(port, "/stop_profile")
+            files = _new_trace_files(raw, before)
+            target = dest / (f"conc{conc}" if reps == 1 else f"conc{conc}-rep{rep}")
+            target.mkdir(parents=True, exist_ok=True)
+            moved = [str(shutil.move(str(f), target / f.name)) for f in files]
+            emit("profile", conc=conc, rep=rep, batch_s=round(batch_s, 3), start_status=started,
+                 stop_status=stopped, files=moved)  # fmt: skip

@@ -188,7 +188,8 @@ def summarise(steps: Sequence[Step]) -> tuple[list[ClassRow], dict[str, float]]:
         us = statistics.median(c[1] for c in counts)
         rows.append(ClassRow(cls, statistics.median(c[0] for c in counts), us, us / busy if busy else 0.0))
     rows.sort(key=lambda r: -r.us_per_step)
-    span = statistics.median(s.span_us for s in steps)
+    spans, busies = [s.span_us for s in steps], [s.busy_us() for s in steps]
+    span = statistics.median(spans)
     totals = {
         "steps": float(len(steps)),
         "kernels_per_step": statistics.median(len(s.kernels) for s in steps),
@@ -196,6 +197,10 @@ def summarise(steps: Sequence[Step]) -> tuple[list[ClassRow], dict[str, float]]:
         "span_us": span,
         "busy_us": busy,
         "gap_us": statistics.median(s.span_us - s.busy_us() for s in steps),
+        "span_min_us": min(spans),
+        "span_max_us": max(spans),
+        "busy_min_us": min(busies),
+        "busy_max_us": max(busies),
     }
     return rows, totals
 
@@ -246,6 +251,22 @@ def names_markdown(rows: Sequence[NameRow], top: int = TOP_NAMES) -> str:
     return "\n".join(lines) + "\n"
 
 
+def overview_markdown(traces: Sequence[tuple[str, dict[str, float]]]) -> str:
+    """One line per trace: where batches of one engine differ (a slow one against a fast one), whether the GPU's
+    busy time moved or the gaps between kernels did."""
+    lines = [
+        "| trace | steps | span µs, median (min–max) | GPU busy µs, median (min–max) | gaps µs (share) | kernels |",
+        "|---|---|---|---|---|---|",
+    ]
+    for label, t in traces:
+        lines.append(
+            f"| {label} | {t['steps']:.0f} | {t['span_us']:.0f} ({t['span_min_us']:.0f}–{t['span_max_us']:.0f}) "
+            f"| {t['busy_us']:.0f} ({t['busy_min_us']:.0f}–{t['busy_max_us']:.0f}) "
+            f"| {t['gap_us']:.0f} ({100 * t['gap_us'] / t['span_us']:.0f} %) | {t['kernels_per_step']:.0f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def markdown(label: str, rows: Sequence[ClassRow], totals: dict[str, float], dropped: int) -> str:
     lines = [
         f"### {label}",
@@ -276,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     labels = args.label or [t.name for t in args.traces]
     if len(labels) != len(args.traces):
         parser.error(f"--label given {len(labels)} times for {len(args.traces)} traces")
-    md, table, names = [], [], []
+    md, table, names, overview = [], [], [], []
     for label, trace in zip(labels, args.traces, strict=True):
         try:
             steps, dropped = steps_of(load_events(trace))
@@ -285,13 +306,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"profile_trace: {trace}: {exc}", file=sys.stderr)
             return 1
         name_rows = by_name(steps)
+        overview.append((label, totals))
         md.append(markdown(label, rows, totals, dropped) + "\n" + names_markdown(name_rows))
         table += [{"trace": label, **r.__dict__, **{f"step_{k}": v for k, v in totals.items()}} for r in rows]
         names += [{"trace": label, **r.__dict__} for r in name_rows]
     _write_csv(args.out_csv, table)
     if args.out_names_csv:
         _write_csv(args.out_names_csv, names)
-    args.out_md.write_text("\n".join(md))
+    args.out_md.write_text("\n".join([overview_markdown(overview), *md]))
     print(f"profile_trace: wrote {args.out_csv} and {args.out_md}")
     return 0
 

@@ -77,6 +77,7 @@ class RunArgs:
     stream_check: dict[str, int] | None = None  # conc, input_len, output_len, reps (plan backend only)
     profile_conc: tuple[int, ...] = ()  # --profile-conc: one profiled batch per concurrency after each row's reps
     profile_tokens: int = 32
+    profile_reps: int = 1  # --profile-reps: profiled batches per concurrency (an engine whose repetitions jitter)
     share_triton_cache: bool = False  # later engines read the Triton kernels earlier ones compiled (phase_cache)
     options: dict[str, str] = field(default_factory=dict)  # --option: LMI options of every served row
     # --max-model-len: "workload" (the longest request + 16), "model" (not set: the checkpoint's own, as the image
@@ -138,6 +139,9 @@ def run_parser() -> argparse.ArgumentParser:
                    help="after each served row's repetitions, one batch per concurrency under vLLM's torch profiler "
                         "(traces to OUT/profiles/; benchmarks/e2e/profile_capture.py), e.g. 1,8")  # fmt: skip
     p.add_argument("--profile-tokens", type=int, default=32, help="output tokens of a profiled batch (default 32)")
+    p.add_argument("--profile-reps", type=int, default=1,
+                   help="profiled batches per concurrency, each its own trace (default 1; more where one engine's "
+                        "repetitions differ, to compare a slow batch's steps with a fast one's)")  # fmt: skip
     p.add_argument("--start-breakdown", default="", help="backends whose start is also timed warm, from copied "
                    "caches and from --baked-cache (served engine only), e.g. plan")  # fmt: skip
     p.add_argument("--start-modes", default=",".join(START_MODES),
@@ -251,6 +255,8 @@ def parse_run_args(argv: Sequence[str]) -> RunArgs:
         profile_conc = spec.parse_int_list(ns.profile_conc, "--profile-conc") if ns.profile_conc else ()
         if profile_conc and ns.engine != "served":
             raise ValueError("--profile-conc profiles the served engine: it needs --engine served")
+        if ns.profile_reps < 1:
+            raise ValueError(f"--profile-reps: {ns.profile_reps}; accepted: 1 or more")
         if profile_conc:  # every served row can then be profiled; the profiler only runs between start and stop
             options["profiler_config"] = profile_capture.profiler_option(profile_capture.trace_dir(ns.work_dir))
         if ns.engine == "offline" and options:
@@ -285,6 +291,7 @@ def parse_run_args(argv: Sequence[str]) -> RunArgs:
         stream_check=stream_check,
         profile_conc=profile_conc,
         profile_tokens=ns.profile_tokens,
+        profile_reps=ns.profile_reps,
         starts=StartExperiments(breakdown, start_modes, ns.baked_cache, ns.layer_start, ns.start_pairs),
         share_triton_cache=ns.share_triton_cache,
         options=options,

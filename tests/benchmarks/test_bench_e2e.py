@@ -77,6 +77,7 @@ def test_the_plan_target_and_the_start_experiments_each_come_as_one_group() -> N
         (["--start-pairs", "2"], "--start-pairs: 2; accepted: 0, or N > 0 together with --layer-start"),
         (["--start-pairs", "-1", "--layer-start"], "--start-pairs: -1; accepted: 0, or N > 0 together with"),
         (["--engine", "offline", "--max-model-len", "model"], "--max-model-len model: needs --engine served"),
+        (["--profile-conc", "1", "--profile-reps", "0"], "--profile-reps: 0; accepted: 1 or more"),
     ],
     ids=lambda v: v if isinstance(v, str) else " ".join(v),
 )

@@ -232,7 +232,7 @@ def test_the_served_harness_measures_the_tiny_model_on_the_cpu_engine(tmp_path: 
             "--conc", "1,2", "--input-len", "16", "--output-len", "8", "--long-input-len", "0", "--reps", "1",
             "--stream-check", "2:16:8:1", "--out-dir", str(out), "--work-dir", str(tmp_path / "work"),
             "--budget-s", "400", "--share-triton-cache", "--profile-conc", "2", "--profile-tokens", "4",
-            *CPU_ROUTING]  # fmt: skip
+            "--profile-reps", "2", *CPU_ROUTING]  # fmt: skip
     done = subprocess.run(argv, cwd=REPO, env={**os.environ, **CPU_ENV_DEFAULTS}, capture_output=True, text=True,
                           timeout=500)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -250,9 +250,10 @@ def test_the_served_harness_measures_the_tiny_model_on_the_cpu_engine(tmp_path: 
     ways = {r["way"]: r for r in csv.DictReader((out / "stream_check.csv").open())}
     assert set(ways) == {"lmi_jsonlines_invocations", "openai_sse_invocations", "openai_sse_v1_completions"}
     assert all(r["failed"] == "0" and float(r["output_tps_median"]) > 0 for r in ways.values())
-    # after the measured rows, one batch under vLLM's torch profiler; its traces moved into the row's folder
-    traces = list((out / "profiles").glob("*.plan.cold/conc2/*"))
-    assert traces and all(t.stat().st_size > 0 for t in traces), sorted((out / "profiles").rglob("*"))
+    # after the measured rows, two batches under vLLM's torch profiler; each one's traces moved into its own folder
+    for rep in (1, 2):
+        traces = list((out / "profiles").glob(f"*.plan.cold/conc2-rep{rep}/*"))
+        assert traces and all(t.stat().st_size > 0 for t in traces), sorted((out / "profiles").rglob("*"))
 
 
 @pytest.mark.e2e

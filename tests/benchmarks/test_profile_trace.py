@@ -17,7 +17,7 @@ GRAPH = [("fused_moe_kernel", 0.0, 20.0), ("flash_fwd_splitkv_kernel", 25.0, 10.
 STEP_US = 100.0
 
 
-def trace(steps: int = 5, prefill_kernels: int = 9) -> list[dict]:
+def trace(steps: int = 5, prefill_kernels: int = 9, step_us: float = STEP_US) -> list[dict]:
     events, corr, t = [], 1000, 0.0
 
     def replay(kernels: list[tuple[str, float, float]]) -> None:
@@ -36,7 +36,7 @@ def trace(steps: int = 5, prefill_kernels: int = 9) -> list[dict]:
         # an eager sampling kernel between two replays (its own launch, not a graph's), overlapping nothing
         events.append({"ph": "X", "cat": "kernel", "name": "topk_topp_sampler", "ts": t + 70.0, "dur": 5.0,
                        "args": {"correlation": 1}})  # fmt: skip
-        t += STEP_US
+        t += step_us
     events.append({"ph": "i", "name": "marker", "ts": 0})  # not a complete event: ignored
     return events
 
@@ -88,6 +88,23 @@ def test_the_summary_has_per_class_medians_and_the_gap(tmp_path: Path) -> None:
     assert "gaps 48 µs (48 % of" in md
     assert "| moe_gemm_vllm | 1 | 20.0 | 38.5 % |" in md
     assert csv_path.read_text().splitlines()[0].startswith("trace,kernel_class,kernels_per_step,us_per_step,share")
+
+
+def test_the_overview_tells_a_slow_batch_by_its_gaps_not_its_kernels(tmp_path: Path) -> None:
+    """Two batches of one engine, one with every step 50 µs longer on the host: the overview's first line per trace
+    shows the same GPU busy time and the longer gaps (Nemotron's jittering repetitions, docs/results/nemotron.md)."""
+    paths = []
+    for name, step_us in (("fast", STEP_US), ("slow", STEP_US + 50.0)):
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(json.dumps({"traceEvents": trace(steps=6, step_us=step_us)}))
+    md_path, csv_path = tmp_path / "steps.md", tmp_path / "steps.csv"
+    labels = ["--label", "plan conc1-rep1", "--label", "plan conc1-rep2"]
+    assert profile_trace.main([*map(str, paths), *labels, "--out-csv", str(csv_path), "--out-md", str(md_path)]) == 0
+    overview = md_path.read_text().split("### ")[0]
+    assert "| plan conc1-rep1 | 5 | 100 (100–100) | 52 (52–52) | 48 (48 %) | 5 |" in overview, overview
+    assert "| plan conc1-rep2 | 5 | 150 (150–150) | 52 (52–52) | 98 (65 %) | 5 |" in overview, overview
+    header = csv_path.read_text().splitlines()[0]
+    assert "step_span_min_us,step_span_max_us,step_busy_min_us,step_busy_max_us" in header
 
 
 def test_the_summary_names_every_kernel_with_its_class(tmp_path: Path) -> None:
