@@ -53,6 +53,13 @@ def tuned_config_indexes(environ: Mapping[str, str]) -> tuple[TunedConfigIndex, 
     return tuple(index for index in found if index is not None)
 
 
+def hub_environ(options: Mapping[str, str], environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment the model's config reads see: option.hf_token, when set, as HF_TOKEN (the explicit option
+    beats the environment, as it does for vLLM's download: engine_args.SECRET_ENV)."""
+    token = options.get("hf_token")
+    return {**environ, "HF_TOKEN": token} if token else dict(environ)
+
+
 def build_plan(
     *,
     model: str | None = None,
@@ -74,7 +81,7 @@ def build_plan(
         model=model, properties=Path(properties) if properties else None, environ=env, host=host, port=port
     )
     config, hf_quant_config, source = read_model_configs(
-        settings.model, revision=settings.options.get("revision"), environ=env
+        settings.model, revision=settings.options.get("revision"), environ=hub_environ(settings.options, env)
     )
     description = describe_model(config, hf_quant_config, source=source, quantize=settings.options.get("quantize"))
     gpus = gpu_inventory(gpu, num_gpus)

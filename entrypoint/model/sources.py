@@ -169,6 +169,9 @@ def _hub_options(env: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
+TOKEN_SETTINGS = "option.hf_token or HF_TOKEN"  # the option wins (entrypoint/inputs/gather.py hub_environ)
+
+
 def _hub_error(exc: Exception, model: str, revision: str | None, what: str, offline: bool) -> ConfigError:
     from huggingface_hub import errors
 
@@ -178,9 +181,11 @@ def _hub_error(exc: Exception, model: str, revision: str | None, what: str, offl
             MODEL_KEY, model, f"{what} is not in the local Hugging Face cache and {where}", ACCEPTED_MODELS
         )
     if isinstance(exc, errors.GatedRepoError):
-        return ConfigError(MODEL_KEY, model, "gated hub repository: accept its licence and set HF_TOKEN")
+        return ConfigError(MODEL_KEY, model, f"gated hub repository: accept its licence and set {TOKEN_SETTINGS}")
     if isinstance(exc, errors.RepositoryNotFoundError):
-        return ConfigError(MODEL_KEY, model, "hub repository not found (or private: set HF_TOKEN)", ACCEPTED_MODELS)
+        return ConfigError(
+            MODEL_KEY, model, f"hub repository not found (or private: set {TOKEN_SETTINGS})", ACCEPTED_MODELS
+        )
     if isinstance(exc, errors.RevisionNotFoundError):
         return ConfigError("option.revision", revision, f"revision not found in hub repository {model}")
     if isinstance(exc, errors.EntryNotFoundError):
