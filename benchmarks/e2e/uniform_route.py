@@ -11,6 +11,7 @@ This strategy picks the same distribution (top_k distinct experts per token, eve
 Measured on the H200 (2026-12-05b, benchmarks/results/e2e/issue33_2026-12-05b/SUMMARY.md), it missed: 20.4 µs per
 launch at one token (one program of 128 threads, 80 registers), against 11.3 µs for vLLM's three kernels. Cause open;
 suspects: the TOP_K serial argmax passes over a 16-token tile of which one row is live, and the acq_rel atomic.
+`python -m benchmarks.kernels.bench_uniform_route` times each suspect alone (queued for the next H200 run).
 
 How the draws change between CUDA-graph replays: the seed is a call counter in GPU memory, read by every program and
 bumped by program 0. A replayed graph reads the live counter, so each replay and each layer draws afresh (a seed
@@ -40,10 +41,11 @@ def uniform_route_kernel(
     TOP_K: tl.constexpr,
     BLOCK_E: tl.constexpr,
     BLOCK_T: tl.constexpr,
+    BUMP: tl.constexpr,  # False only in the bench's variant that isolates the atomic's cost (every call draws alike)
 ):
     pid = tl.program_id(0)
     seed = tl.load(counter_ptr)
-    if pid == 0:
+    if BUMP and pid == 0:
         tl.atomic_add(counter_ptr, 1)
     tokens = pid * BLOCK_T + tl.arange(0, BLOCK_T)
     experts = tl.arange(0, BLOCK_E)
@@ -58,16 +60,27 @@ def uniform_route_kernel(
 
 
 def uniform_route(
-    counter: torch.Tensor, num_tokens: int, num_experts: int, top_k: int, indices_type: torch.dtype
+    counter: torch.Tensor,
+    num_tokens: int,
+    num_experts: int,
+    top_k: int,
+    indices_type: torch.dtype,
+    *,
+    tokens_per_program: int = TOKENS_PER_PROGRAM,
+    num_warps: int = 4,
+    bump: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(weights float32 of ones, ids) of shape (num_tokens, top_k): top_k distinct uniform experts per token."""
+    """(weights float32 of ones, ids) of shape (num_tokens, top_k): top_k distinct uniform experts per token.
+
+    tokens_per_program, num_warps and bump=False are the layouts `benchmarks.kernels.bench_uniform_route` compares
+    to find where the 20.4 µs go; the engine runs the defaults."""
     if not 1 <= top_k <= num_experts:
         raise ValueError(f"top_k={top_k} with {num_experts} experts: need 1 <= top_k <= experts")
     device = counter.device
     ids = torch.empty(num_tokens, top_k, dtype=indices_type, device=device)
     weights = torch.empty(num_tokens, top_k, dtype=torch.float32, device=device)
     if num_tokens:
-        grid = (triton.cdiv(num_tokens, TOKENS_PER_PROGRAM),)
+        grid = (triton.cdiv(num_tokens, tokens_per_program),)
         uniform_route_kernel[grid](
             counter,
             ids,
@@ -76,7 +89,9 @@ def uniform_route(
             NUM_EXPERTS=num_experts,
             TOP_K=top_k,
             BLOCK_E=triton.next_power_of_2(num_experts),
-            BLOCK_T=TOKENS_PER_PROGRAM,
+            BLOCK_T=tokens_per_program,
+            BUMP=bump,
+            num_warps=num_warps,
         )
     return weights, ids
 

@@ -1,0 +1,144 @@
+"""Where the one-launch uniform routing's 20.4 µs go (2026-12-05b profile), against vLLM's `uniform_random`.
+
+    python -m benchmarks.kernels.bench_uniform_route [--shapes 128:8,8:2] [--ms 1,8,64,512] [--reps 3] [--out DIR]
+
+`benchmarks/e2e/uniform_route.py` draws a uniform top-k in one Triton launch per MoE layer; in the engine it took
+20.4 µs per launch at one token, where vLLM's strategy (`torch.rand`, `torch.topk`, `torch.ones`) took 11.3 µs in
+three. Each variant here changes one suspect:
+
+  vllm_three        vLLM's strategy as it runs in the engine (the three torch ops);
+  shipped           the engine's launch: 16 tokens per program, 4 warps, the counter bumped by an atomic;
+  no_atomic         the same without the atomic (the seed is read, never bumped: every call draws alike);
+  one_warp          16 tokens per program, 1 warp: the argmax reductions stay inside a warp;
+  token_per_warp    1 token per program, 1 warp: no masked rows in the argmax passes;
+  token_per_warp_no_atomic  both.
+
+Each cell: the median of --reps timings, each `tools/measure.graph_us` over 16 calls captured in one CUDA graph (the
+engine replays its graph, so launch gaps are a graph's), spread (max − min) ÷ median beside it. Writes
+h200_uniform_route.csv / .md into --out (default: the kernel results folder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from benchmarks.paths import KERNEL_RESULTS
+
+CALLS = 16  # launches per captured graph: one per MoE layer of a short model
+SHAPES = ((128, 8), (8, 2))  # (experts, top_k): Qwen3-30B-A3B, Mixtral-8x7B
+BENCH_M = (1, 8, 64, 512)
+# variant → uniform_route keyword arguments (None: vLLM's three torch ops)
+VARIANTS: dict[str, dict[str, Any] | None] = {
+    "vllm_three": None,
+    "shipped": {},
+    "no_atomic": {"bump": False},
+    "one_warp": {"num_warps": 1},
+    "token_per_warp": {"tokens_per_program": 1, "num_warps": 1},
+    "token_per_warp_no_atomic": {"tokens_per_program": 1, "num_warps": 1, "bump": False},
+}
+COLUMNS = ("gpu", "torch", "triton", "timestamp", "experts", "top_k", "M",
+           *(f"{v}_us" for v in VARIANTS), *(f"{v}_spread" for v in VARIANTS))  # fmt: skip
+
+
+def variant_call(name: str, m: int, experts: int, top_k: int) -> Callable[[], None]:
+    """One routing call of ``name`` for ``m`` tokens, on the GPU."""
+    import torch
+
+    from benchmarks.e2e.uniform_route import uniform_route
+
+    kwargs = VARIANTS[name]
+    if kwargs is None:  # vLLM 0.32's uniform_random (routing_simulator_router.py): rand, topk, ones
+
+        def three() -> None:
+            ids = torch.rand(m, experts, device="cuda").topk(top_k, dim=-1).indices.to(torch.int32)
+            torch.ones_like(ids, dtype=torch.float32)
+
+        return three
+    counter = torch.zeros(1, dtype=torch.int32, device="cuda")
+    return lambda: uniform_route(counter, m, experts, top_k, torch.int32, **kwargs)
+
+
+def spread(values: list[float]) -> float:
+    median = statistics.median(values)
+    return (max(values) - min(values)) / median if median else 0.0
+
+
+def bench(shapes: tuple[tuple[int, int], ...], ms: tuple[int, ...], reps: int) -> list[dict[str, Any]]:
+    from tools.measure import graph_us
+
+    rows = []
+    for experts, top_k in shapes:
+        for m in ms:
+            calls = {v: variant_call(v, m, experts, top_k) for v in VARIANTS}
+            times: dict[str, list[float]] = {v: [] for v in VARIANTS}
+            for _ in range(reps):  # variants in turn, rep by rep: drift hits all alike
+                for v, call in calls.items():
+                    times[v].append(graph_us(lambda call=call: [call() for _ in range(CALLS)], calls=CALLS))
+            row: dict[str, Any] = {"experts": experts, "top_k": top_k, "M": m}
+            for v, t in times.items():
+                row[f"{v}_us"], row[f"{v}_spread"] = round(statistics.median(t), 2), round(spread(t), 3)
+            rows.append(row)
+            print(markdown_row(row), flush=True)
+    return rows
+
+
+def markdown_row(row: dict[str, Any]) -> str:
+    cells = " | ".join(f"{row[f'{v}_us']:.2f} ({100 * row[f'{v}_spread']:.1f} %)" for v in VARIANTS)
+    return f"| {row['experts']} / {row['top_k']} | {row['M']} | {cells} |"
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    head = "| experts / top-k | M | " + " | ".join(f"{v} µs (spread)" for v in VARIANTS) + " |"
+    return "\n".join([head, "|" + "---|" * (2 + len(VARIANTS)), *map(markdown_row, rows)]) + "\n"
+
+
+def parse_shapes(text: str) -> tuple[tuple[int, int], ...]:
+    try:
+        shapes = tuple((int(e), int(k)) for e, k in (part.split(":") for part in text.split(",")))
+    except ValueError:
+        raise ValueError(f"--shapes {text!r}: accepted: EXPERTS:TOP_K[,EXPERTS:TOP_K...], e.g. 128:8,8:2") from None
+    for e, k in shapes:
+        if not 1 <= k <= e:
+            raise ValueError(f"--shapes {text!r}: top_k {k} with {e} experts; accepted: 1 <= top_k <= experts")
+    return shapes
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.kernels.bench_uniform_route",
+                                 description=__doc__.splitlines()[0])  # fmt: skip
+    ap.add_argument("--shapes", default=",".join(f"{e}:{k}" for e, k in SHAPES))
+    ap.add_argument("--ms", default=",".join(map(str, BENCH_M)))
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--out", type=Path, default=KERNEL_RESULTS)
+    args = ap.parse_args(argv)
+    try:
+        shapes = parse_shapes(args.shapes)
+        ms = tuple(int(m) for m in args.ms.split(","))
+    except ValueError as exc:
+        ap.error(str(exc))
+    import torch
+
+    if not torch.cuda.is_available():
+        print("bench_uniform_route needs an NVIDIA GPU", file=sys.stderr)
+        return 2
+    from tools.measure import run_preamble
+
+    meta = run_preamble(("torch", "triton"))
+    rows = bench(shapes, ms, args.reps)
+    args.out.mkdir(parents=True, exist_ok=True)
+    with open(args.out / "h200_uniform_route.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows({**meta, **r} for r in rows)
+    (args.out / "h200_uniform_route.md").write_text(markdown(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
