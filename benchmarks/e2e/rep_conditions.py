@@ -3,7 +3,9 @@
 Nemotron's repetitions of one engine spread 3-39 % (2026-12-02) while Qwen3's and Mixtral's held 0.1-1 %; a slow
 repetition stayed slow for all its workloads. This joins each sample of a run's raw JSON (its end time and wall
 time) with the lines `run_queue.sh` sampled once a second beside the step (gpu_clocks.csv from nvidia-smi,
-host_cpu.csv from /proc), so a slow repetition can be read against the SM clock, throttle reasons, CPU steal and load.
+host_cpu.csv from /proc), so a slow repetition can be read against the SM clock, throttle reasons, CPU steal and load;
+and, for samples that carry it (benchmarks/e2e/host_meter.py), against the engine's busiest thread's share of a core
+and the engine's own inter-token latency.
 
     python -m benchmarks.e2e.rep_conditions RAW.json[.gz] [RAW2 ...] --gpu-clocks gpu_clocks.csv[.gz] \\
         [--host-cpu host_cpu.csv[.gz]] [--cpu-probe cpu_probe.csv[.gz]] --out conditions.csv [--png conditions.png]
@@ -69,6 +71,12 @@ class Condition:
     load1_max: float | None
     cpu_mhz_mean: float | None
     cpu_probe_ms: float | None  # run_queue.sh's fixed pure-Python loop (cpu_probe.csv), mean in the window
+    # the sample's own host meter (benchmarks/e2e/host_meter.py; samples from 2026-12-05 on): % of one core over the
+    # batch's wall time, and the engine's mean inter-token latency over the batch
+    api_cpu_pct: float | None = None
+    engine_cpu_pct: float | None = None
+    engine_top_thread_pct: float | None = None
+    server_itl_ms: float | None = None
 
 
 def _open_text(path: Path) -> IO[str]:
@@ -164,6 +172,19 @@ def _mean(values: Sequence[float]) -> float | None:
     return statistics.fmean(values) if values else None
 
 
+def host_columns(sample: dict[str, Any], wall_s: float) -> dict[str, float | None]:
+    """The host meter's fields of one sample as Condition columns (None where the sample has none)."""
+
+    def pct(key: str) -> float | None:
+        value = sample.get(key)
+        return None if value is None or wall_s <= 0 else 100.0 * float(value) / wall_s
+
+    count = sample.get("server_itl_count")
+    itl = 1000.0 * float(sample["server_itl_sum_s"]) / count if count else None
+    return {"api_cpu_pct": pct("api_cpu_s"), "engine_cpu_pct": pct("engine_cpu_s"),
+            "engine_top_thread_pct": pct("engine_top_thread_cpu_s"), "server_itl_ms": itl}  # fmt: skip
+
+
 def conditions(
     raw_paths: Sequence[Path],
     gpu: Sequence[GpuLine],
@@ -194,6 +215,7 @@ def conditions(
                 load1_max=max((c.load1 for c in overlapping), default=None),
                 cpu_mhz_mean=_mean(mhz),
                 cpu_probe_ms=_mean([ms for at, ms in probe if start - 0.5 <= at <= end + 0.5]),
+                **host_columns(s, wall),
             ))  # fmt: skip
     return out
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.e2e import profile_capture
+from benchmarks.e2e.host_meter import BatchMeter
 from benchmarks.e2e.httpload import run_batch
 from benchmarks.e2e.jitcount import compiled_kernels, rank_dirs
 from benchmarks.e2e.tokenizer import words
@@ -81,26 +82,31 @@ class Prompts:
         return [self.rng.randrange(100, self.vocab - 100) for _ in range(n)]
 
 
-def measure(job: dict[str, Any], events: EventLog, port: int, prompts: Prompts) -> bool:
-    """Warm-up, then every workload × rep; False when the soft deadline cut it short."""
+def measure(job: dict[str, Any], events: EventLog, port: int, prompts: Prompts, server_pid: int | None = None) -> bool:
+    """Warm-up, then every workload × rep; False when the soft deadline cut it short. Each sample also records the
+    host side of its batch (host_meter: CPU of the API server, the engine and its busiest thread; the engine's own
+    inter-token latency)."""
     model, deadline = job["served_model"], float(job["soft_deadline"])
     workloads = [tuple(w) for w in job["workloads"]]
     t_warm = time.perf_counter()
     for input_len, conc in dict.fromkeys((w[0], w[2]) for w in workloads):
         run_batch(port, COMPLETIONS, [completion_body(model, prompts.ids(input_len), 8) for _ in range(conc)], "sse")
     events.emit("warmup", seconds=time.perf_counter() - t_warm)
+    meter = BatchMeter(server_pid, port)
     for rep in range(int(job["reps"])):
         for input_len, output_len, conc in workloads:
             if time.time() > deadline:
                 return False
             bodies = [completion_body(model, prompts.ids(input_len), output_len) for _ in range(conc)]
+            meter.start()
             results, wall = run_batch(port, COMPLETIONS, bodies, "sse")
+            host = meter.stop()
             failed = [r.error or str(r.status) for r in results if r.status != 200 or r.error]
             if failed:
                 raise RuntimeError(f"{len(failed)} of {conc} requests failed: {failed[0]}")
             events.emit("sample", rep=rep, input_len=input_len, output_len=output_len, conc=conc, wall_s=wall,
                         requests=[r.timing() for r in results],
-                        output_tokens=sum(r.num_output_tokens for r in results))  # fmt: skip
+                        output_tokens=sum(r.num_output_tokens for r in results), **host)  # fmt: skip
     return True
 
 
@@ -192,7 +198,7 @@ def run(job: dict[str, Any]) -> int:
                     rank_cache_dirs=rank_dirs(caches))  # fmt: skip
         complete = True
         if not job["start_only"]:
-            complete = measure(job, events, port, prompts)
+            complete = measure(job, events, port, prompts, server.pid)
             if complete and job.get("stream_check"):
                 stream_check(job, events, port, prompts, server.pid)
             if complete and job.get("profile"):  # after the measured rows: the profiler never runs during them

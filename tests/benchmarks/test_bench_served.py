@@ -250,6 +250,14 @@ def test_the_served_harness_measures_the_tiny_model_on_the_cpu_engine(tmp_path: 
     ways = {r["way"]: r for r in csv.DictReader((out / "stream_check.csv").open())}
     assert set(ways) == {"lmi_jsonlines_invocations", "openai_sse_invocations", "openai_sse_v1_completions"}
     assert all(r["failed"] == "0" and float(r["output_tps_median"]) > 0 for r in ways.values())
+    # every measured batch records the host side of its engine (benchmarks/e2e/host_meter.py): the CPU engine's
+    # process under the API server worked, and the engine's own inter-token latency covers each request's tokens
+    (result,) = json.loads((out / "h200_e2e_raw.json").read_text())
+    samples = [s for s in result["samples"] if s.get("event") == "sample"]
+    assert len(samples) == 2
+    for sample in samples:
+        assert sample["engine_cpu_s"] >= sample["engine_top_thread_cpu_s"] > 0, sample
+        assert sample["server_itl_count"] == sample["conc"] * (8 - 1) and sample["server_itl_sum_s"] > 0, sample
     # after the measured rows, two batches under vLLM's torch profiler; each one's traces moved into its own folder
     for rep in (1, 2):
         traces = list((out / "profiles").glob(f"*.plan.cold/conc2-rep{rep}/*"))

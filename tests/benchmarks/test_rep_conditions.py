@@ -18,10 +18,16 @@ def _stamp(epoch: float) -> str:
     return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
 
 
-def _sample(rep: int, end: float, tpot_s: float) -> dict:
-    return {"event": "sample", "t": end, "rep": rep, "input_len": 512, "output_len": 256, "conc": 1, "wall_s": 2.0,
+def _sample(rep: int, end: float, tpot_s: float, **host: float) -> dict:
+    return {**host, "event": "sample", "t": end, "rep": rep, "input_len": 512, "output_len": 256, "conc": 1, "wall_s": 2.0,
             "requests": [{"num_output_tokens": 256, "ttft_s": 0.05, "first_token_ts": 100.0,
                           "last_token_ts": 100.0 + 255 * tpot_s}]}  # fmt: skip
+
+
+# the slow sample's host meter (benchmarks/e2e/host_meter.py): its engine thread busy 98 % of the 2 s batch, the
+# engine's own inter-token latency 3.7 ms; the fast sample predates the meter
+SLOW_HOST = {"api_cpu_s": 0.5, "engine_cpu_s": 2.4, "engine_top_thread_cpu_s": 1.96, "server_itl_sum_s": 0.9435,
+             "server_itl_count": 255}  # fmt: skip
 
 
 @pytest.fixture
@@ -31,7 +37,7 @@ def step(tmp_path: Path) -> Path:
     run.mkdir()
     # rep 0 fast at full clock and no steal, rep 1 slow while the SM clock dropped and the host stole 40 %
     results = [{"backend": "plan", "options": "enable_prefix_caching=true",
-                "samples": [_sample(0, T0 + 2, 0.0026), _sample(1, T0 + 6, 0.0037), {"event": "warmup"}]}]  # fmt: skip
+                "samples": [_sample(0, T0 + 2, 0.0026), _sample(1, T0 + 6, 0.0037, **SLOW_HOST), {"event": "warmup"}]}]  # fmt: skip
     (run / "h200_e2e_raw.json").write_text(json.dumps(results))
     gpu = ["timestamp, index, clocks.current.sm [MHz], clocks.current.memory [MHz], power.draw [W], "
            "temperature.gpu, utilization.gpu [%], clocks_event_reasons.active"]  # fmt: skip
@@ -70,6 +76,9 @@ def test_each_sample_gets_the_clocks_and_cpu_of_its_own_window(step: Path) -> No
     assert slow.sm_mhz_min == 1410 and slow.throttle_reasons == "0x0000000000000004"
     assert slow.cpu_steal_pct == pytest.approx(40) and slow.cpu_busy_pct == pytest.approx(10)
     assert fast.cpu_probe_ms == pytest.approx(5.0) and slow.cpu_probe_ms == pytest.approx(8.0)
+    assert (fast.engine_top_thread_pct, fast.server_itl_ms, fast.api_cpu_pct) == (None, None, None)
+    assert slow.engine_top_thread_pct == pytest.approx(98) and slow.engine_cpu_pct == pytest.approx(120)
+    assert slow.api_cpu_pct == pytest.approx(25) and slow.server_itl_ms == pytest.approx(3.7)
     assert out.read_text().count("\n") == 3 and (step / "c.png").stat().st_size > 10_000
 
 
