@@ -65,7 +65,7 @@ def metrics_port() -> Iterator[int]:
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        def do_GET(self) -> None:
             n, scrapes[0] = scrapes[0], scrapes[0] + 1
             body = METRICS.replace("} 0.25", f"}} {0.25 + 0.5 * n}").replace("} 50.0", f"}} {50 + 100 * n}.0")
             body = body.encode()

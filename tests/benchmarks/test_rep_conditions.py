@@ -19,8 +19,8 @@ def _stamp(epoch: float) -> str:
 
 
 def _sample(rep: int, end: float, tpot_s: float, **host: float) -> dict:
-    return {**host, "event": "sample", "t": end, "rep": rep, "input_len": 512, "output_len": 256, "conc": 1, "wall_s": 2.0,
-            "requests": [{"num_output_tokens": 256, "ttft_s": 0.05, "first_token_ts": 100.0,
+    return {**host, "event": "sample", "t": end, "rep": rep, "input_len": 512, "output_len": 256, "conc": 1,
+            "wall_s": 2.0, "requests": [{"num_output_tokens": 256, "ttft_s": 0.05, "first_token_ts": 100.0,
                           "last_token_ts": 100.0 + 255 * tpot_s}]}  # fmt: skip
 
 
@@ -37,7 +37,8 @@ def step(tmp_path: Path) -> Path:
     run.mkdir()
     # rep 0 fast at full clock and no steal, rep 1 slow while the SM clock dropped and the host stole 40 %
     results = [{"backend": "plan", "options": "enable_prefix_caching=true",
-                "samples": [_sample(0, T0 + 2, 0.0026), _sample(1, T0 + 6, 0.0037, **SLOW_HOST), {"event": "warmup"}]}]  # fmt: skip
+                "samples": [_sample(0, T0 + 2, 0.0026), _sample(1, T0 + 6, 0.0037, **SLOW_HOST),
+                            {"event": "warmup"}]}]  # fmt: skip
     (run / "h200_e2e_raw.json").write_text(json.dumps(results))
     gpu = ["timestamp, index, clocks.current.sm [MHz], clocks.current.memory [MHz], power.draw [W], "
            "temperature.gpu, utilization.gpu [%], clocks_event_reasons.active"]  # fmt: skip
