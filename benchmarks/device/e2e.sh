@@ -171,8 +171,9 @@ case "$PHASE" in
              ARGS=(--models nemotron-3-nano-30b-a3b-fp8 --backends plan,plan_vllm_kernel,triton --conc 1,4
                    --long-input-len 0 --reps 5 --share-triton-cache) ;;
   nemotron-diag) # 2026-12-02: one Nemotron engine's repetitions spread 3-39 % (docs/results/nemotron.md). The plan with
-             # prefix caching off (option.enable_prefix_caching=false: vLLM then leaves the experimental Mamba cache
-             # mode 'all') and with it on (the image default), 5 reps each, one run per variant in its own folder,
+             # prefix caching off (option.enable_prefix_caching=false: vLLM 0.26 then leaves the experimental Mamba
+             # cache mode 'all'; 0.32 has 'none' off and 'align' on) and with it on (the image default), 5 reps each,
+             # one run per variant in its own folder,
              # both with vLLM's CUDA-graph metrics logged (which graph mode each step ran: FULL, PIECEWISE or none)
              # and the whole engine log kept (engine_full.log.gz); run_queue.sh samples the GPU's clocks, the host's
              # CPU and a core's speed beside it. No 4096-token row: on 2026-12-03c the first variant's cold start (213
