@@ -5,7 +5,7 @@
 #
 # usage (repo root, on the GPU host):  bash benchmarks/device/e2e.sh [PHASE]
 #   PHASE  qwen (default) | qwen-start | qwen-plugin | qwen-attention | plugin-logits | engine-check | routing |
-#          routing-cost | nemotron | nemotron-split | nemotron-diag |
+#          routing-cost | nemotron | nemotron-split | nemotron-diag | nemotron-pin |
 #          mixtral | control |
 #          fi-diag | all   (see benchmarks/e2e/README.md)
 #          8 x H200 (issue 16; benchmarks/README.md, "8 GPUs of one host"): x8-qwen235-tp8 | x8-qwen235-tp8-start |
@@ -170,6 +170,14 @@ case "$PHASE" in
              # and 4 under ROUTING, 5 repetitions each: which of our kernel and our tiles moves TPOT there
              ARGS=(--models nemotron-3-nano-30b-a3b-fp8 --backends plan,plan_vllm_kernel,triton --conc 1,4
                    --long-input-len 0 --reps 5 --share-triton-cache) ;;
+  nemotron-pin) # issue 31: Nemotron's jitter at one request, the host-thread hypothesis (docs/results/nemotron.md). The
+             # plan at 1 and 4 requests, 5 repetitions, once as the OS places its processes and once with the API server,
+             # the engine and the load generator each pinned to its own CPUs (PIN, default
+             # api=0-1;engine=2-5;client=6-7; --pin, benchmarks/e2e/pinning.py: a labelled comparison row), each in its
+             # own folder; the host's CPU topology (lscpu -e) beside them. If the pinned engine's spread collapses, the
+             # placement was the cause
+             ARGS=(--models nemotron-3-nano-30b-a3b-fp8 --backends plan --conc 1,4 --long-input-len 0 --reps 5
+                   --share-triton-cache) ;;
   nemotron-diag) # 2026-12-02: one Nemotron engine's repetitions spread 3-39 % (docs/results/nemotron.md). The plan with
              # prefix caching off (option.enable_prefix_caching=false: vLLM 0.26 then leaves the experimental Mamba
              # cache mode 'all'; 0.32 has 'none' off and 'align' on) and with it on (the image default), 5 reps each,
@@ -199,7 +207,7 @@ case "$PHASE" in
   x8-*)      ARGS=() ;;  # below
   *) echo "e2e.sh: unknown phase '$PHASE'; accepted: qwen qwen-start qwen-plugin qwen-attention plugin-logits engine-check routing" \
           "routing-cost" \
-          "nemotron nemotron-split nemotron-diag mixtral tuned profile" \
+          "nemotron nemotron-split nemotron-diag nemotron-pin mixtral tuned profile" \
           "control fi-diag all x8-..." >&2
      exit 2 ;;
 esac
@@ -288,6 +296,9 @@ if [ "$PHASE" = qwen-attention ]; then
 elif [ "$PHASE" = nemotron-diag ]; then
   VARIANTS=("no-prefix-caching=enable_prefix_caching=false;cudagraph_metrics=true"
             "prefix-caching=cudagraph_metrics=true")
+elif [ "$PHASE" = nemotron-pin ]; then  # "pin=X" is the harness's --pin, not an LMI option
+  VARIANTS=("unpinned=" "pinned=pin=${PIN:-api=0-1;engine=2-5;client=6-7}")
+  lscpu -e >"$OUT/lscpu.txt" 2>&1 || true
 elif [ "$PHASE" = routing-cost ]; then  # "routing=X" is the harness's --routing, not an LMI option
   for routing in ${ROUTINGS:-dummy uniform_random hot_experts}; do VARIANTS+=("$routing=routing=$routing"); done
 fi
@@ -298,10 +309,14 @@ if ((${#VARIANTS[@]} > 0)); then
     share=$(((BUDGET_S - SECONDS) / runs_left))
     runs_left=$((runs_left - 1))
     extra=()
-    IFS=';' read -ra options <<<"$option"
-    for one in "${options[@]}"; do
-      if [[ $one == routing=* ]]; then extra+=(--routing "${one#routing=}"); else extra+=(--option "$one"); fi
-    done
+    if [[ $option == pin=* ]]; then
+      extra+=(--pin "${option#pin=}")  # the whole value: its roles are ';'-separated too
+    else
+      IFS=';' read -ra options <<<"$option"
+      for one in "${options[@]}"; do
+        if [[ $one == routing=* ]]; then extra+=(--routing "${one#routing=}"); else extra+=(--option "$one"); fi
+      done
+    fi
     mkdir -p "$OUT/$name"
     python3 -m benchmarks.e2e run "${COMMON[@]}" --out-dir "$OUT/$name" --budget-s "$share" "${ARGS[@]}" \
       "${extra[@]}" "${DRY[@]}" 2>&1 | tee -a "$LOG"

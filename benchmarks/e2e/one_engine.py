@@ -71,7 +71,7 @@ def serve(
         "soft_deadline": time.time() + timeout - 20, "result_path": str(args.work_dir / f"{stem}.jsonl"),
         "stream_check": stream_check, "first_request_len": min(512, (max_model_len(args) or 520) - 8),
         "jit_probe": list(dict.fromkeys((w.input_len, w.conc) for w in args.workloads)) if jit_probe else None,
-        "sampler_probe": list(sampler_probe),
+        "sampler_probe": list(sampler_probe), "pin": args.pin,
         "profile": None if not args.profile_conc or start_only else {
             "concs": list(args.profile_conc), "input_len": args.workloads[0].input_len,
             "output_len": args.profile_tokens, "reps": args.profile_reps,

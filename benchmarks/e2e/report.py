@@ -19,7 +19,7 @@ from benchmarks.e2e.stats import RequestTiming, Sample, aggregate, ratio, summar
 CSV_COLUMNS: tuple[str, ...] = (
     "model", "split", "options", "layers", "layers_real", "backend", "same_engine_as", "moe_backend_arg",
     "moe_backend_logged", "moe_kernel_logged", "default_moe_config", "tuned_config", "tuned_file_shipped",
-    "default_config_check", "routing", "routing_logged", "input_len", "output_len", "conc", "reps",
+    "default_config_check", "routing", "routing_logged", "pinning", "input_len", "output_len", "conc", "reps",
     "decode_tps_best", "decode_tps_median", "output_tps_best", "output_tps_median",
     "ttft_ms_best", "ttft_ms_median", "tpot_ms_best", "tpot_ms_median", "spread_pct",
     "hbm_read_tbps", "floor_tpot_ms", "floor_fraction", "floor_check", "ratio_vs_auto", "verdict_vs_auto",
@@ -155,7 +155,7 @@ def copy_rows_for(rows: Iterable[dict[str, Any]], model: str, source: str, setup
 def _key(row: dict[str, Any]) -> tuple[Any, ...]:
     """One measured point: the same model at another split or with other options is another point."""
     return (row["model"], row.get("split") or "", row.get("options") or "", row.get("routing") or "",
-            row["input_len"], row["output_len"], row["conc"])  # fmt: skip
+            row.get("pinning") or "", row["input_len"], row["output_len"], row["conc"])  # fmt: skip
 
 
 def _num(value: Any) -> float | None:
@@ -273,6 +273,8 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
         shown, label = publication(r)
         fig = r if shown else {}
         status = r["status"] + (f"; {label}" if label else "")
+        if r.get("pinning"):  # a harness setting serve never makes: a labelled comparison row
+            status += f"; pinned ({r['pinning']}): comparison row"
         lines.append(
             f"| {model} | {backend} | {r.get('routing') or '?'} | {r['input_len']}/{r['output_len']} | {r['conc']} "
             f"| {_f(fig.get('decode_tps_best'))} ({_f(fig.get('decode_tps_median'))}) | {vs if shown else '–'} "

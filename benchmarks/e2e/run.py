@@ -30,6 +30,8 @@ def execute(args: RunArgs) -> int:
     jobs = plan_jobs(args, provider)
     print(f"e2e: plan source: {provider_note}")
     print(f"e2e: routing: {args.routing} ({routing.ROUTINGS[args.routing]})")
+    if args.pin:
+        print(f"e2e: pinning: {args.pin} (benchmarks/e2e/pinning.py; a comparison row: serve never pins)")
     print_estimate(jobs, args)
     if args.engine == "served" and args.dry_run:
         print_commands(jobs, os.environ)
@@ -84,14 +86,16 @@ def execute(args: RunArgs) -> int:
                     "comm_logged": result.log.comm, "status": result.status, "start_s": result.start_s,
                     "warm_start_s": warm_s, "wall_s": result.wall_s, "milestones": result.log.milestones,
                     "autotuner_ops": list(result.log.autotuner_ops), "error": result.error,
-                    **report.jit_events(result), "samples": result.samples})  # fmt: skip
+                    **report.jit_events(result), "samples": result.samples,
+                    "pinned": next((e for e in result.events if e.get("event") == "pinned"), None)})  # fmt: skip
         if any(e.get("event") == "stream_check" for e in result.events):
             stream_rows += report.stream_rows(j.model, result)
             report.write_stream_rows(stream_rows, args.out_dir / "stream_check.csv")
         job_rows = report.build_rows(
             model=j.model, layers=layers, layers_real=layers_real, setup=j.setup, result=result,
             warm_start_s=warm_s, workloads=args.workloads, compile_mode=args.compile_mode, timestamp=stamp,
-            facts={**_row_facts(j), "start_caches": start_caches, "routing": args.routing},
+            facts={**_row_facts(j), "start_caches": start_caches, "routing": args.routing,
+                   "pinning": args.pin},
         )  # fmt: skip
         # a reduced-layer engine (--layers) reads fewer bytes than the checkpoint's geometry says, and a split's
         # ranks read their shards side by side (floor_rows.single_gpu): no floor there yet

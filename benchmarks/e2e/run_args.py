@@ -12,7 +12,7 @@ from typing import Any
 
 from benchmarks.e2e import backends as be
 from benchmarks.e2e import options as bench_opts
-from benchmarks.e2e import profile_capture, routing, spec
+from benchmarks.e2e import pinning, profile_capture, routing, spec
 from benchmarks.paths import E2E_RESULTS
 
 DEFAULT_SNAPSHOT = E2E_RESULTS / "plans.json"
@@ -85,6 +85,9 @@ class RunArgs:
     model_len: str = "workload"
     # --routing: where the tokens go (benchmarks/e2e/routing.py); every engine of the run, recorded in every row
     routing: str = routing.DEFAULT_ROUTING
+    # --pin: the API server, the engine processes and the load generator on chosen CPUs (served engine; a harness
+    # setting, in every row's `pinning` column); empty: the OS places them, as in production
+    pin: str = ""
     hbm_read_tbps: float = 0.0  # --hbm-read-tbps: the floor's bandwidth; 0: measured on the GPU at the run's start
     # set by the run: the variable through which each served start seeds the run's baked model-info entries
     model_info_env: dict[str, str] = field(default_factory=dict)
@@ -158,6 +161,10 @@ def run_parser() -> argparse.ArgumentParser:
                    help="with --layer-start: then N more pairs of a warm start and a start from the same layer, "
                         "alternating, so the layer ÷ warm ratio comes with the spread of one machine's starts (rows "
                         "'warm 2', 'layer 2', ...)")  # fmt: skip
+    p.add_argument("--pin", default="", metavar="api=CPUS;engine=CPUS;client=CPUS",
+                   help="served engine only: pin the API server, the engine processes under it and the load generator "
+                        "to these CPUs once the server answers (benchmarks/e2e/pinning.py); a labelled comparison "
+                        "row, never what serve does")  # fmt: skip
     p.add_argument("--routing", default=routing.DEFAULT_ROUTING, metavar="|".join(routing.ROUTINGS),
                    help="expert routing of every engine (benchmarks/e2e/routing.py): uniform_random (default, vLLM's "
                         "simulator), uniform_one_launch (the same in one kernel per layer), hot_experts "
@@ -245,6 +252,9 @@ def parse_run_args(argv: Sequence[str]) -> RunArgs:
         if ns.engine == "offline" and (breakdown or stream_check):
             raise ValueError("--start-breakdown and --stream-check need --engine served")
         routing.check_routing(ns.routing)
+        pin = pinning.format_pin(pinning.parse_pin(ns.pin)) if ns.pin else ""
+        if pin and ns.engine != "served":
+            raise ValueError("--pin pins the served engine's processes: it needs --engine served")
         if ns.hbm_read_tbps < 0:
             raise ValueError(f"--hbm-read-tbps: {ns.hbm_read_tbps}; accepted: 0 (measure) or a bandwidth in TB/s")
         workloads = spec.build_workloads(conc, ns.input_len, ns.output_len, ns.long_input_len, long_conc)
@@ -297,6 +307,7 @@ def parse_run_args(argv: Sequence[str]) -> RunArgs:
         options=options,
         model_len=ns.max_model_len,
         routing=ns.routing,
+        pin=pin,
         hbm_read_tbps=ns.hbm_read_tbps,
     )
 

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.e2e import profile_capture
+from benchmarks.e2e import pinning, profile_capture
 from benchmarks.e2e.host_meter import BatchMeter
 from benchmarks.e2e.httpload import run_batch
 from benchmarks.e2e.jitcount import compiled_kernels, rank_dirs
@@ -188,6 +188,11 @@ def run(job: dict[str, Any]) -> int:
     try:
         start_s = wait_ready(server, port, float(job["soft_deadline"]))
         events.emit("engine_started", start_s=start_s, launched_at=launched_at)
+        if job.get("pin"):  # a labelled comparison row (benchmarks/e2e/pinning.py): after the start, before any request
+            pinned = pinning.apply(pinning.parse_pin(job["pin"]), server.pid)
+            events.emit("pinned", spec=job["pin"], allowed={role: {str(k): v for k, v in pids.items()}
+                                                            for role, pids in pinned.items()})  # fmt: skip
+            print(f"pinned ({job['pin']}): {pinned}", flush=True)
         prompts = Prompts(int(job["vocab_size"]))
         first_body = completion_body(job["served_model"], prompts.ids(int(job["first_request_len"])), 1)
         results, first_s = run_batch(port, COMPLETIONS, [first_body], "sse")

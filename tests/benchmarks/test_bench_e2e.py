@@ -78,6 +78,8 @@ def test_the_plan_target_and_the_start_experiments_each_come_as_one_group() -> N
         (["--start-pairs", "-1", "--layer-start"], "--start-pairs: -1; accepted: 0, or N > 0 together with"),
         (["--engine", "offline", "--max-model-len", "model"], "--max-model-len model: needs --engine served"),
         (["--profile-conc", "1", "--profile-reps", "0"], "--profile-reps: 0; accepted: 1 or more"),
+        (["--pin", "gpu=0"], "--pin: 'gpu=0'; accepted: ROLE=CPUS"),
+        (["--engine", "offline", "--pin", "api=0"], "--pin pins the served engine's processes: it needs --engine"),
     ],
     ids=lambda v: v if isinstance(v, str) else " ".join(v),
 )

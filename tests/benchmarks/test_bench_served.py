@@ -265,6 +265,35 @@ def test_the_served_harness_measures_the_tiny_model_on_the_cpu_engine(tmp_path: 
 
 
 @pytest.mark.e2e
+def test_a_pinned_row_runs_its_engine_where_pinned_and_says_so(tmp_path: Path) -> None:
+    """--pin (benchmarks/e2e/pinning.py) on the CPU engine: the engine process under the API server is pinned once
+    the server answers, the row carries the setting and its table line says it is a comparison row."""
+    from entrypoint.model.tiny_model import ensure_tiny_model
+    from entrypoint.run_local import CPU_ENV_DEFAULTS, tiny_model_dir
+
+    cpus = sorted(os.sched_getaffinity(0))
+    everything = f"{cpus[0]}-{cpus[-1]}" if cpus == list(range(cpus[0], cpus[-1] + 1)) else str(cpus[0])
+    pin = f"api={cpus[0]};engine={everything};client={cpus[-1]}"
+    model = ensure_tiny_model(tiny_model_dir(dict(os.environ)))
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "benchmarks.e2e", "run", "--models", str(model), "--backends", "plan",
+            "--conc", "1", "--input-len", "16", "--output-len", "4", "--long-input-len", "0", "--reps", "1",
+            "--out-dir", str(out), "--work-dir", str(tmp_path / "work"), "--budget-s", "300", "--pin", pin,
+            *CPU_ROUTING]  # fmt: skip
+    done = subprocess.run(argv, cwd=REPO, env={**os.environ, **CPU_ENV_DEFAULTS}, capture_output=True, text=True,
+                          timeout=400)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (row,) = csv.DictReader((out / "h200_e2e.csv").open())
+    assert (row["status"], row["pinning"]) == ("ok", pin)
+    assert f"pinned ({pin}): comparison row |" in (out / "h200_e2e.md").read_text()
+    (result,) = json.loads((out / "h200_e2e_raw.json").read_text())
+    pinned = result["pinned"]
+    assert pinned["spec"] == pin and set(pinned["allowed"]) == {"api", "engine", "client"}
+    assert pinned["allowed"]["engine"] and set(pinned["allowed"]["engine"].values()) == {everything}
+    assert list(pinned["allowed"]["api"].values()) == [str(cpus[0])]
+
+
+@pytest.mark.e2e
 def test_the_start_breakdown_probes_the_baked_start_with_real_requests(tmp_path: Path) -> None:
     """The baked start (start only) sends one short batch per workload shape and counts what that compiled: the
     path that checks "zero MoE-kernel JIT after start" per rank on the 8-GPU host, run here on the CPU engine."""

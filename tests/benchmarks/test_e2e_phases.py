@@ -166,6 +166,20 @@ def test_every_phase_routes_with_the_simulator_unless_told_dummy_and_refuses_an_
     assert refusal in bogus.stdout + bogus.stderr
 
 
+def test_the_pinning_phase_runs_the_plan_unpinned_then_pinned_each_in_its_folder(tmp_path: Path) -> None:
+    cpu = min(os.sched_getaffinity(0))
+    pin = f"api={cpu};engine={cpu};client={cpu}"
+    done = _phase(tmp_path, "nemotron-pin", gpus=1, PIN=pin)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert [line for line in done.stdout.splitlines() if line.startswith("e2e: pinning: ")] == [
+        f"e2e: pinning: {pin} (benchmarks/e2e/pinning.py; a comparison row: serve never pins)"
+    ]
+    assert done.stdout.count("nemotron-3-nano-30b-a3b-fp8 tp1 plan (no --option):") == 2  # --pin is no LMI option
+    assert {"unpinned", "pinned", "lscpu.txt"} <= {p.name for p in (tmp_path / "o").iterdir()}
+    bad = _phase(tmp_path / "bad", "nemotron-pin", gpus=1, PIN="engine=99999")
+    assert "--pin: engine=99999 names CPUs this host lacks" in bad.stdout + bad.stderr
+
+
 @pytest.mark.parametrize(
     ("phase", "extra", "rows"),
     [
