@@ -339,7 +339,8 @@ if [ "$PHASE" = profile ] && [ "${DRY_RUN:-0}" != 1 ]; then
   done
   if ((${#traces[@]})); then
     python3 -m benchmarks.e2e.profile_trace "${traces[@]}" "${labels[@]}" --out-csv "$OUT/profile_steps.csv" \
-      --out-md "$OUT/profile_steps.md" --out-names-csv "$OUT/profile_kernels.csv" 2>&1 | tee -a "$LOG"
+      --out-md "$OUT/profile_steps.md" --out-names-csv "$OUT/profile_kernels.csv" \
+      --out-timeline-csv "$OUT/profile_timeline.csv" 2>&1 | tee -a "$LOG"
   else
     echo "e2e.sh: profile: no rank-0 trace under $OUT/profiles" | tee -a "$LOG"
   fi

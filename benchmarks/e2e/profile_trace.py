@@ -32,6 +32,11 @@ from typing import Any
 
 # (class, pattern on the kernel name), first match wins; "other" for the rest
 CLASSES: tuple[tuple[str, str], ...] = (
+    # Inductor's fused kernels carry the ops of their graph in their names, the GEMM they feed included
+    # (`triton_poi_fused__to_copy_clamp_cutlass_scaled_mm_mul_reciprocal_view_0` quantises a GEMM's input: x / scale,
+    # clamped to FP8's range): first, by what they compute
+    ("norm", r"^triton_\w*fused\w*(rms_norm|rsqrt)"),
+    ("quant", r"^triton_\w*fused\w*(clamp\w*reciprocal|reciprocal\w*clamp)"),
     ("moe_gemm_ours", r"moe_gemm[12]_kernel"),
     ("moe_sum", r"moe_sum"),
     ("moe_gemm_vllm", r"fused_moe_kernel"),
@@ -76,21 +81,30 @@ class Step:
     def span_us(self) -> float:
         return self.end_us - self.start_us
 
+    def exclusive(self) -> list[tuple[str, float]]:
+        """(name, µs) per kernel in start order, each instant of busy time given to the kernel that started first.
+
+        Kernels overlap where one launches under programmatic dependent launch (our GEMM2 behind GEMM1, FlashAttention's
+        combine behind its main kernel): the later one starts early and waits. Its duration then repeats time the
+        earlier one spent, so durations add up to more than the step; these shares add up to the busy time."""
+        out, reach = [], self.start_us
+        for name, start, dur in sorted(self.kernels, key=lambda k: k[1]):
+            end = min(start + dur, self.end_us)
+            out.append((name, max(0.0, end - max(start, reach))))
+            reach = max(reach, end)
+        return out
+
     def busy_us(self) -> float:
         """Time at least one kernel ran (overlaps counted once)."""
-        busy, reach = 0.0, self.start_us
-        for _, start, dur in sorted(self.kernels, key=lambda k: k[1]):
-            end = min(start + dur, self.end_us)
-            if end > reach:
-                busy += end - max(start, reach)
-                reach = end
-        return busy
+        return sum(us for _, us in self.exclusive())
 
-    def by_class(self) -> dict[str, tuple[int, float]]:
-        out: dict[str, list[float]] = defaultdict(list)
-        for name, _, dur in self.kernels:
-            out[kernel_class(name)].append(dur)
-        return {cls: (len(durs), sum(durs)) for cls, durs in out.items()}
+    def by_class(self) -> dict[str, tuple[int, float, float]]:
+        """{class: (kernels, µs of their durations, µs exclusive)}."""
+        out: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
+        for (name, _, dur), (_, excl) in zip(sorted(self.kernels, key=lambda k: k[1]), self.exclusive(), strict=True):
+            row = out[kernel_class(name)]
+            row[0], row[1], row[2] = row[0] + 1, row[1] + dur, row[2] + excl
+        return {cls: (int(n), us, excl) for cls, (n, us, excl) in out.items()}
 
 
 def load_events(path: Path) -> list[dict[str, Any]]:
@@ -172,8 +186,9 @@ def _replay_steps(graph_calls: set[int], kernels: list[dict[str, Any]]) -> tuple
 class ClassRow:
     kernel_class: str
     kernels_per_step: float
-    us_per_step: float
-    share: float  # of the step's busy time
+    us_per_step: float  # the kernels' durations (overlapping ones each count whole)
+    share: float  # of the step's busy time, by exclusive_us_per_step
+    exclusive_us_per_step: float  # overlaps given to the kernel that started first (Step.exclusive)
 
 
 def summarise(steps: Sequence[Step]) -> tuple[list[ClassRow], dict[str, float]]:
@@ -183,11 +198,12 @@ def summarise(steps: Sequence[Step]) -> tuple[list[ClassRow], dict[str, float]]:
     classes = sorted({cls for s in steps for cls in s.by_class()})
     busy = statistics.median(s.busy_us() for s in steps)
     rows = []
+    per_step = [s.by_class() for s in steps]
     for cls in classes:
-        counts = [s.by_class().get(cls, (0, 0.0)) for s in steps]
-        us = statistics.median(c[1] for c in counts)
-        rows.append(ClassRow(cls, statistics.median(c[0] for c in counts), us, us / busy if busy else 0.0))
-    rows.sort(key=lambda r: -r.us_per_step)
+        counts = [c.get(cls, (0, 0.0, 0.0)) for c in per_step]
+        us, excl = statistics.median(c[1] for c in counts), statistics.median(c[2] for c in counts)
+        rows.append(ClassRow(cls, statistics.median(c[0] for c in counts), us, excl / busy if busy else 0.0, excl))
+    rows.sort(key=lambda r: -r.exclusive_us_per_step)
     spans, busies = [s.span_us for s in steps], [s.busy_us() for s in steps]
     span = statistics.median(spans)
     totals = {
@@ -210,7 +226,8 @@ class NameRow:
     name: str  # shortened to NAME_CHARS
     kernel_class: str
     kernels_per_step: float  # means over the steps: a name absent from some steps still counts
-    us_per_step: float
+    us_per_step: float  # durations
+    exclusive_us_per_step: float  # overlaps given to the kernel that started first
 
 
 NAME_CHARS = 120  # enough to tell a CUTLASS GEMM's template from a quantisation kernel's
@@ -226,29 +243,45 @@ def by_name(steps: Sequence[Step]) -> list[NameRow]:
     """Every kernel name of the steps (shortened) with its class: what the class table sums, to check the classes."""
     count: Counter[str] = Counter()
     total: defaultdict[str, float] = defaultdict(float)
+    exclusive: defaultdict[str, float] = defaultdict(float)
     full: dict[str, str] = {}  # short → a full name, classed as the class table classes it
     for step in steps:
-        for name, _, dur in step.kernels:
+        for (name, _, dur), (_, excl) in zip(sorted(step.kernels, key=lambda k: k[1]), step.exclusive(), strict=True):
             short = short_name(name)
             count[short] += 1
             total[short] += dur
+            exclusive[short] += excl
             full.setdefault(short, name)
     n = len(steps) or 1
-    rows = [NameRow(short, kernel_class(full[short]), count[short] / n, total[short] / n) for short in count]
-    return sorted(rows, key=lambda r: -r.us_per_step)
+    rows = [NameRow(short, kernel_class(full[short]), count[short] / n, total[short] / n, exclusive[short] / n)
+            for short in count]  # fmt: skip
+    return sorted(rows, key=lambda r: -r.exclusive_us_per_step)
 
 
 def names_markdown(rows: Sequence[NameRow], top: int = TOP_NAMES) -> str:
     lines = [
         f"Kernels by name, the {min(top, len(rows))} largest of {len(rows)} (means per step):",
         "",
-        "| kernel | class | per step | µs per step |",
-        "|---|---|---|---|",
+        "| kernel | class | per step | µs per step (durations) | µs exclusive |",
+        "|---|---|---|---|---|",
     ]
     for r in rows[:top]:
         cell = r.name.replace("|", "\\|")
-        lines.append(f"| `{cell}` | {r.kernel_class} | {r.kernels_per_step:.1f} | {r.us_per_step:.1f} |")
+        lines.append(f"| `{cell}` | {r.kernel_class} | {r.kernels_per_step:.1f} | {r.us_per_step:.1f} "
+                     f"| {r.exclusive_us_per_step:.1f} |")  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def timeline_rows(label: str, steps: Sequence[Step]) -> list[dict[str, Any]]:
+    """The step of median span, one row per kernel in start order: offset from the step's start, duration, exclusive
+    µs (Step.exclusive) and class."""
+    step = sorted(steps, key=lambda s: s.span_us)[len(steps) // 2]
+    ordered = sorted(step.kernels, key=lambda k: k[1])
+    return [
+        {"trace": label, "index": i, "name": short_name(name), "kernel_class": kernel_class(name),
+         "start_us": round(start - step.start_us, 2), "duration_us": round(dur, 2), "exclusive_us": round(excl, 2)}
+        for i, ((name, start, dur), (_, excl)) in enumerate(zip(ordered, step.exclusive(), strict=True))
+    ]  # fmt: skip
 
 
 def overview_markdown(traces: Sequence[tuple[str, dict[str, float]]]) -> str:
@@ -277,11 +310,16 @@ def markdown(label: str, rows: Sequence[ClassRow], totals: dict[str, float], dro
         f"{totals['busy_us']:.0f} µs, gaps {totals['gap_us']:.0f} µs "
         f"({100 * totals['gap_us'] / totals['span_us']:.0f} % of the step).",
         "",
-        "| kernel class | kernels per step | µs per step | share of busy time |",
-        "|---|---|---|---|",
+        "µs exclusive: each instant of busy time given to the kernel that started first (a kernel launched under",
+        "programmatic dependent launch starts early and waits: its duration repeats time its predecessor spent).",
+        "",
+        "| kernel class | kernels per step | µs per step (durations) | µs exclusive | share of busy time |",
+        "|---|---|---|---|---|",
     ]
     lines += [
-        f"| {r.kernel_class} | {r.kernels_per_step:.0f} | {r.us_per_step:.1f} | {100 * r.share:.1f} % |" for r in rows
+        f"| {r.kernel_class} | {r.kernels_per_step:.0f} | {r.us_per_step:.1f} | {r.exclusive_us_per_step:.1f} "
+        f"| {100 * r.share:.1f} % |"
+        for r in rows
     ]
     return "\n".join(lines) + "\n"
 
@@ -293,11 +331,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out-csv", type=Path, required=True)
     parser.add_argument("--out-md", type=Path, required=True)
     parser.add_argument("--out-names-csv", type=Path, help="every kernel name per trace, its class and µs per step")
+    parser.add_argument("--out-timeline-csv", type=Path,
+                        help="the first trace's median step, kernel by kernel: start, duration, exclusive µs (what a "
+                             "layer's chain of kernels looks like)")  # fmt: skip
     args = parser.parse_args(argv)
     labels = args.label or [t.name for t in args.traces]
     if len(labels) != len(args.traces):
         parser.error(f"--label given {len(labels)} times for {len(args.traces)} traces")
-    md, table, names, overview = [], [], [], []
+    md, table, names, overview, timeline = [], [], [], [], []
     for label, trace in zip(labels, args.traces, strict=True):
         try:
             steps, dropped = steps_of(load_events(trace))
@@ -307,12 +348,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         name_rows = by_name(steps)
         overview.append((label, totals))
+        if args.out_timeline_csv and not timeline:
+            timeline = timeline_rows(label, steps)
         md.append(markdown(label, rows, totals, dropped) + "\n" + names_markdown(name_rows))
         table += [{"trace": label, **r.__dict__, **{f"step_{k}": v for k, v in totals.items()}} for r in rows]
         names += [{"trace": label, **r.__dict__} for r in name_rows]
     _write_csv(args.out_csv, table)
     if args.out_names_csv:
         _write_csv(args.out_names_csv, names)
+    if args.out_timeline_csv and timeline:
+        _write_csv(args.out_timeline_csv, timeline)
     args.out_md.write_text("\n".join([overview_markdown(overview), *md]))
     print(f"profile_trace: wrote {args.out_csv} and {args.out_md}")
     return 0

@@ -54,3 +54,35 @@ def test_another_csv_is_refused_naming_the_missing_columns(tmp_path: Path, capsy
     assert profile_plot.main([str(other), "--png", str(tmp_path / "x.png")]) == 2
     err = capsys.readouterr().err
     assert "not a profile_trace CSV" in err and "'step_gap_us'" in err and "'us_per_step'" in err
+
+
+def test_each_class_has_one_colour_in_the_stacking_order() -> None:
+    assert len(profile_plot.CLASS_ORDER) == len(set(profile_plot.CLASS_ORDER))
+    assert profile_plot.CLASS_ORDER[-1] == "other" and "norm" in profile_plot.CLASS_ORDER
+
+
+def test_one_layer_runs_from_one_moe_gemm_start_to_the_next(tmp_path: Path) -> None:
+    """Three layers of a timeline: the middle one is cut (its MoE GEMM start to the next), and drawn."""
+    rows = ["trace,index,name,kernel_class,start_us,duration_us,exclusive_us"]
+    for layer in range(3):
+        t = 100.0 * layer
+        rows += [f"x,0,rms_norm_kernel,norm,{t},2,2", f"x,0,moe_gemm1_kernel,moe_gemm_ours,{t + 10},11,11",
+                 f"x,0,moe_gemm2_kernel,moe_gemm_ours,{t + 14},13,6",
+                 f"x,0,flash_fwd,attention,{t + 40},10,10"]  # fmt: skip
+    timeline = tmp_path / "profile_timeline.csv"
+    timeline.write_text("\n".join(rows) + "\n")
+    layer = profile_plot.layer_of(timeline)
+    assert [(r["name"], r["start_us"]) for r in layer] == [
+        ("moe_gemm1_kernel", "10.0"), ("moe_gemm2_kernel", "14.0"), ("flash_fwd", "40.0"),
+        ("rms_norm_kernel", "100.0"), ("moe_gemm1_kernel", "110.0"),
+    ]  # fmt: skip
+    png = tmp_path / "layer.png"
+    assert profile_plot.main([str(timeline), "--layer", "--png", str(png)]) == 0
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_timeline_without_a_moe_gemm_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    timeline = tmp_path / "t.csv"
+    timeline.write_text("trace,index,name,kernel_class,start_us,duration_us,exclusive_us\nx,0,a,norm,0,1,1\n")
+    assert profile_plot.main([str(timeline), "--layer", "--png", str(tmp_path / "x.png")]) == 2
+    assert "no MoE GEMM kernel in the step" in capsys.readouterr().err

@@ -3,6 +3,7 @@ their CUDA graph replay, kernels classed by name, busy time and gaps per step, t
 
 from __future__ import annotations
 
+import csv
 import gzip
 import json
 from pathlib import Path
@@ -48,8 +49,8 @@ def test_steps_are_graph_replays_with_the_eager_kernels_that_follow_them() -> No
     step = steps[0]
     assert step.span_us == STEP_US and len(step.kernels) == 5
     assert step.busy_us() == pytest.approx(20 + 10 + 2 + 15 + 5)
-    assert step.by_class() == {"moe_gemm_vllm": (1, 20.0), "attention": (1, 10.0), "norm": (1, 2.0),
-                               "dense_gemm": (1, 15.0), "sampling": (1, 5.0)}  # fmt: skip
+    assert step.by_class() == {"moe_gemm_vllm": (1, 20.0, 20.0), "attention": (1, 10.0, 10.0), "norm": (1, 2.0, 2.0),
+                               "dense_gemm": (1, 15.0, 15.0), "sampling": (1, 5.0, 5.0)}  # fmt: skip
 
 
 def test_vllms_step_annotations_mark_the_decode_steps_of_the_profiled_batch() -> None:
@@ -75,6 +76,17 @@ def test_overlapping_kernels_count_once_in_the_busy_time() -> None:
     assert step.busy_us() == pytest.approx(40.0 + 10.0)  # 0-40, then 90-100 (cut at the step's end)
 
 
+def test_a_kernel_launched_under_pdl_is_charged_only_past_its_predecessor() -> None:
+    """2026-12-05b's trace: our GEMM2 starts 3.8 µs after GEMM1 (PDL) and waits; its 13.9 µs duration repeats 7.4 µs
+    of GEMM1's 11.2. The class sum then said ~24 µs per MoE layer where GEMM1's start to GEMM2's end is 17.7."""
+    step = profile_trace.Step(0.0, 30.0, [("moe_gemm2_kernel", 3.8, 13.9), ("moe_gemm1_kernel", 0.0, 11.2)])
+    assert step.exclusive() == [("moe_gemm1_kernel", 11.2), ("moe_gemm2_kernel", pytest.approx(6.5))]
+    count, durations, exclusive = step.by_class()["moe_gemm_ours"]
+    assert (count, durations) == (2, pytest.approx(25.1)) and exclusive == pytest.approx(17.7) == step.busy_us()
+    (row,) = profile_trace.summarise([step])[0]
+    assert row.exclusive_us_per_step == pytest.approx(17.7) and row.share == pytest.approx(1.0)
+
+
 def test_the_summary_has_per_class_medians_and_the_gap(tmp_path: Path) -> None:
     path = tmp_path / "rank0.pt.trace.json.gz"
     with gzip.open(path, "wt") as f:
@@ -86,7 +98,7 @@ def test_the_summary_has_per_class_medians_and_the_gap(tmp_path: Path) -> None:
     md = md_path.read_text()
     assert "5 decode steps of 0 requests (2 other steps dropped" in md and "5 kernels" in md
     assert "gaps 48 µs (48 % of" in md
-    assert "| moe_gemm_vllm | 1 | 20.0 | 38.5 % |" in md
+    assert "| moe_gemm_vllm | 1 | 20.0 | 20.0 | 38.5 % |" in md
     assert csv_path.read_text().splitlines()[0].startswith("trace,kernel_class,kernels_per_step,us_per_step,share")
 
 
@@ -115,10 +127,10 @@ def test_the_summary_names_every_kernel_with_its_class(tmp_path: Path) -> None:
     assert profile_trace.main([str(path), *out]) == 0
     md = md_path.read_text()
     assert "Kernels by name, the 5 largest of 5" in md
-    assert "| `fused_moe_kernel` | moe_gemm_vllm | 1.0 | 20.0 |" in md
-    assert "| `flash_fwd_splitkv_kernel` | attention | 1.0 | 10.0 |" in md
+    assert "| `fused_moe_kernel` | moe_gemm_vllm | 1.0 | 20.0 | 20.0 |" in md
+    assert "| `flash_fwd_splitkv_kernel` | attention | 1.0 | 10.0 | 10.0 |" in md
     rows = names_csv.read_text().splitlines()
-    assert rows[0] == "trace,name,kernel_class,kernels_per_step,us_per_step" and len(rows) == 1 + 5
+    assert rows[0] == "trace,name,kernel_class,kernels_per_step,us_per_step,exclusive_us_per_step" and len(rows) == 6
 
 
 def test_a_long_kernel_name_is_shortened() -> None:
@@ -160,6 +172,12 @@ def test_a_trace_without_graph_replays_says_why(tmp_path: Path) -> None:
         ("flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits>", "attention"),  # "splitk" is a GEMM word too
         ("triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_0", "norm"),  # Inductor's RMSNorm
         ("triton_poi_fused_add_rms_norm_0", "norm"),
+        # Inductor names a fused kernel by the ops of its graph, the GEMM it feeds included (2026-12-05b): a norm
+        # with the next GEMM's input quantisation, and the quantisation alone, are no GEMMs
+        ("triton_red_fused__to_copy_clamp_cutlass_scaled_mm_fused_add_rms_norm_mul_reciprocal_2", "norm"),
+        ("triton_poi_fused__to_copy_clamp_cutlass_scaled_mm_mul_reciprocal_view_0", "quant"),
+        ("triton_poi_fused__to_copy_clamp_mul_reciprocal_0", "quant"),
+        ("triton_red_fused_fused_add_rms_norm_moe_forward_1", "norm"),
         ("nvjet_tst_64x8_64x16_4x1_v_bz_TNN", "dense_gemm"),
         ("topk_topp_sampler", "sampling"),
         ("something_else", "other"),
@@ -167,3 +185,25 @@ def test_a_trace_without_graph_replays_says_why(tmp_path: Path) -> None:
 )
 def test_kernel_names_map_to_their_class(name: str, cls: str) -> None:
     assert profile_trace.kernel_class(name) == cls
+
+
+def test_the_timeline_lists_the_median_steps_kernels_in_order(tmp_path: Path) -> None:
+    path = tmp_path / "rank0.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": trace(steps=6)}))
+    timeline = tmp_path / "timeline.csv"
+    out = [
+        "--out-csv",
+        str(tmp_path / "s.csv"),
+        "--out-md",
+        str(tmp_path / "s.md"),
+        "--out-timeline-csv",
+        str(timeline),
+    ]
+    assert profile_trace.main([str(path), "--label", "plan conc1", *out]) == 0
+    rows = list(csv.DictReader(timeline.open()))
+    assert [(r["name"], r["start_us"], r["duration_us"], r["exclusive_us"]) for r in rows] == [
+        ("fused_moe_kernel", "0.0", "20.0", "20.0"), ("flash_fwd_splitkv_kernel", "25.0", "10.0", "10.0"),
+        ("rms_norm_kernel", "40.0", "2.0", "2.0"), ("nvjet_tst_128x64_64x4", "45.0", "15.0", "15.0"),
+        ("topk_topp_sampler", "70.0", "5.0", "5.0"),
+    ]  # fmt: skip
+    assert {r["trace"] for r in rows} == {"plan conc1"} and rows[0]["kernel_class"] == "moe_gemm_vllm"
