@@ -98,6 +98,15 @@ class Step:
         """Time at least one kernel ran (overlaps counted once)."""
         return sum(us for _, us in self.exclusive())
 
+    def largest_gap_us(self) -> float:
+        """The longest stretch with no kernel running, the step's start and end included: one long wait per step (the
+        host late with the next graph launch) against many short ones (launch gaps inside a graph)."""
+        longest, reach = 0.0, self.start_us
+        for _, start, dur in sorted(self.kernels, key=lambda k: k[1]):
+            longest = max(longest, start - reach)
+            reach = max(reach, min(start + dur, self.end_us))
+        return max(longest, self.end_us - reach)
+
     def by_class(self) -> dict[str, tuple[int, float, float]]:
         """{class: (kernels, µs of their durations, µs exclusive)}."""
         out: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
@@ -213,6 +222,7 @@ def summarise(steps: Sequence[Step]) -> tuple[list[ClassRow], dict[str, float]]:
         "span_us": span,
         "busy_us": busy,
         "gap_us": statistics.median(s.span_us - s.busy_us() for s in steps),
+        "largest_gap_us": statistics.median(s.largest_gap_us() for s in steps),
         "span_min_us": min(spans),
         "span_max_us": max(spans),
         "busy_min_us": min(busies),
@@ -288,14 +298,16 @@ def overview_markdown(traces: Sequence[tuple[str, dict[str, float]]]) -> str:
     """One line per trace: where batches of one engine differ (a slow one against a fast one), whether the GPU's
     busy time moved or the gaps between kernels did."""
     lines = [
-        "| trace | steps | span µs, median (min–max) | GPU busy µs, median (min–max) | gaps µs (share) | kernels |",
-        "|---|---|---|---|---|---|",
+        "| trace | steps | span µs, median (min–max) | GPU busy µs, median (min–max) | gaps µs (share) "
+        "| largest gap µs | kernels |",
+        "|---|---|---|---|---|---|---|",
     ]
     for label, t in traces:
         lines.append(
             f"| {label} | {t['steps']:.0f} | {t['span_us']:.0f} ({t['span_min_us']:.0f}–{t['span_max_us']:.0f}) "
             f"| {t['busy_us']:.0f} ({t['busy_min_us']:.0f}–{t['busy_max_us']:.0f}) "
-            f"| {t['gap_us']:.0f} ({100 * t['gap_us'] / t['span_us']:.0f} %) | {t['kernels_per_step']:.0f} |"
+            f"| {t['gap_us']:.0f} ({100 * t['gap_us'] / t['span_us']:.0f} %) | {t['largest_gap_us']:.0f} "
+            f"| {t['kernels_per_step']:.0f} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -308,7 +320,8 @@ def markdown(label: str, rows: Sequence[ClassRow], totals: dict[str, float], dro
         f"not annotated); medians per step: "
         f"{totals['kernels_per_step']:.0f} kernels, span {totals['span_us']:.0f} µs, GPU busy "
         f"{totals['busy_us']:.0f} µs, gaps {totals['gap_us']:.0f} µs "
-        f"({100 * totals['gap_us'] / totals['span_us']:.0f} % of the step).",
+        f"({100 * totals['gap_us'] / totals['span_us']:.0f} % of the step; the largest one "
+        f"{totals['largest_gap_us']:.0f} µs).",
         "",
         "µs exclusive: each instant of busy time given to the kernel that started first (a kernel launched under",
         "programmatic dependent launch starts early and waits: its duration repeats time its predecessor spent).",
