@@ -42,6 +42,7 @@ def uniform_route_kernel(
     BLOCK_E: tl.constexpr,
     BLOCK_T: tl.constexpr,
     BUMP: tl.constexpr,  # False only in the bench's variant that isolates the atomic's cost (every call draws alike)
+    PHILOX: tl.constexpr,  # False only in the bench's variant that isolates Philox's cost (a hash instead)
 ):
     pid = tl.program_id(0)
     seed = tl.load(counter_ptr)
@@ -49,7 +50,11 @@ def uniform_route_kernel(
         tl.atomic_add(counter_ptr, 1)
     tokens = pid * BLOCK_T + tl.arange(0, BLOCK_T)
     experts = tl.arange(0, BLOCK_E)
-    keys = tl.rand(seed, tokens[:, None] * NUM_EXPERTS + experts[None, :])
+    offsets = tokens[:, None] * NUM_EXPERTS + experts[None, :]
+    if PHILOX:  # noqa: SIM108 (a constexpr branch: Triton compiles one side only)
+        keys = tl.rand(seed, offsets)
+    else:  # Knuth's multiplicative hash of (offset + seed): distinct keys per row, not uniform; timing only
+        keys = (((offsets + seed).to(tl.uint32) * 2654435761) >> 8).to(tl.float32)
     keys = tl.where(experts[None, :] < NUM_EXPERTS, keys, -1.0)
     valid = tokens < num_tokens
     for slot in tl.static_range(TOP_K):
@@ -69,11 +74,12 @@ def uniform_route(
     tokens_per_program: int = TOKENS_PER_PROGRAM,
     num_warps: int = 4,
     bump: bool = True,
+    philox: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(weights float32 of ones, ids) of shape (num_tokens, top_k): top_k distinct uniform experts per token.
 
-    tokens_per_program, num_warps and bump=False are the layouts `benchmarks.kernels.bench_uniform_route` compares
-    to find where the 20.4 µs go; the engine runs the defaults."""
+    tokens_per_program, num_warps, bump=False and philox=False are the variants that
+    `benchmarks.kernels.bench_uniform_route` compares to find where the 20.4 µs go; the engine runs the defaults."""
     if not 1 <= top_k <= num_experts:
         raise ValueError(f"top_k={top_k} with {num_experts} experts: need 1 <= top_k <= experts")
     device = counter.device
@@ -91,6 +97,7 @@ def uniform_route(
             BLOCK_E=triton.next_power_of_2(num_experts),
             BLOCK_T=tokens_per_program,
             BUMP=bump,
+            PHILOX=philox,
             num_warps=num_warps,
         )
     return weights, ids

@@ -11,7 +11,10 @@ three. Each variant here changes one suspect:
   no_atomic         the same without the atomic (the seed is read, never bumped: every call draws alike);
   one_warp          16 tokens per program, 1 warp: the argmax reductions stay inside a warp;
   token_per_warp    1 token per program, 1 warp: no masked rows in the argmax passes;
-  token_per_warp_no_atomic  both.
+  token_per_warp_no_atomic  both;
+  no_philox         the shipped layout with a multiplicative hash for keys instead of Philox (timing only: not
+                    uniform). The launch took as long at 512 tokens (32 programs) as at one in the 2026-12-05b trace
+                    (18.9 against 20.7 µs), so the cost is per launch, not per token.
 
 Each cell: the median of --reps timings, each `tools/measure.graph_us` over 16 calls captured in one CUDA graph (the
 engine replays its graph, so launch gaps are a graph's), spread (max − min) ÷ median beside it. Writes
@@ -41,6 +44,7 @@ VARIANTS: dict[str, dict[str, Any] | None] = {
     "one_warp": {"num_warps": 1},
     "token_per_warp": {"tokens_per_program": 1, "num_warps": 1},
     "token_per_warp_no_atomic": {"tokens_per_program": 1, "num_warps": 1, "bump": False},
+    "no_philox": {"philox": False},
 }
 COLUMNS = ("gpu", "torch", "triton", "timestamp", "experts", "top_k", "M",
            *(f"{v}_us" for v in VARIANTS), *(f"{v}_spread" for v in VARIANTS))  # fmt: skip
