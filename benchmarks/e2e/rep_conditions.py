@@ -251,9 +251,12 @@ def plot(
     fig, (ax_tpot, ax_gpu, ax_cpu) = plt.subplots(3, 1, figsize=(11, 8), sharex=True)
     for key in sorted({(r.run, r.engine, r.conc, r.input_len) for r in rows}):
         pts = [r for r in rows if (r.run, r.engine, r.conc, r.input_len) == key]
-        ax_tpot.plot([r.start_epoch_s - t0 for r in pts], [r.tpot_ms for r in pts], "o-", ms=3,
-                     label=f"{key[0]} {key[1].split()[0]} c{key[2]} in{key[3]}")  # fmt: skip
-    ax_tpot.set_ylabel("TPOT ms")
+        line = ax_tpot.plot([r.start_epoch_s - t0 for r in pts], [r.tpot_ms for r in pts], "o-", ms=3,
+                            label=f"{key[0]} {key[1].split()[0]} c{key[2]} in{key[3]}")  # fmt: skip
+        itl = [(r.start_epoch_s - t0, r.server_itl_ms) for r in pts if r.server_itl_ms is not None]
+        if itl:  # the engine's own inter-token latency (host_meter): apart from TPOT, the client or API server lags
+            ax_tpot.plot(*zip(*itl, strict=True), "x", ms=4, color=line[0].get_color())
+    ax_tpot.set_ylabel("TPOT ms (o client, x engine)")
     # the run names the variant (its options, in the CSV, made the legend wider than the plot)
     ax_tpot.legend(fontsize=6, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax_gpu.plot([g.epoch_s - t0 for g in gpu], [g.sm_mhz for g in gpu], lw=0.8)
@@ -262,6 +265,10 @@ def plot(
     ax_cpu.plot([c.end_epoch_s - t0 for c in cpu], [c.steal_pct for c in cpu], lw=0.8, label="steal %")
     if not cpu:
         ax_cpu.text(0.5, 0.5, "no host_cpu.csv for this step", transform=ax_cpu.transAxes, ha="center")
+    thread = [(r.start_epoch_s + r.wall_s / 2 - t0, r.engine_top_thread_pct) for r in rows
+              if r.engine_top_thread_pct is not None]  # fmt: skip
+    if thread:  # near 100 %: the engine's busiest thread is saturated, the host sets the step
+        ax_cpu.plot(*zip(*thread, strict=True), "v", ms=4, color="red", label="busiest engine thread % of a core")
     ax_cpu.set_ylabel("host CPU %")
     if probe:
         ax_probe = ax_cpu.twinx()
