@@ -11,7 +11,11 @@ This strategy picks the same distribution (top_k distinct experts per token, eve
 Measured on the H200 (2026-12-05b, benchmarks/results/e2e/issue33_2026-12-05b/SUMMARY.md), it missed: 20.4 µs per
 launch at one token (one program of 128 threads, 80 registers), against 11.3 µs for vLLM's three kernels. Cause open;
 suspects: the TOP_K serial argmax passes over a 16-token tile of which one row is live, and the acq_rel atomic.
-`python -m benchmarks.kernels.bench_uniform_route` times each suspect alone (queued for the next H200 run).
+`python -m benchmarks.kernels.bench_uniform_route` times each suspect alone (queued for the next H200 run). The
+2026-12-05b trace adds one: the launch took as long at 512 tokens (32 programs, 18.9 µs) as at one (20.7 µs), so the
+cost is per launch. Every loop here is unrolled (Philox for 16 keys per thread, 8 argmax passes); if that code is
+fetched from memory at each launch (the engine runs ~14 kernels and ~40 MB of weights between two), its size sets
+the time. The bench's `cold` rows test that.
 
 How the draws change between CUDA-graph replays: the seed is a call counter in GPU memory, read by every program and
 bumped by program 0. A replayed graph reads the live counter, so each replay and each layer draws afresh (a seed

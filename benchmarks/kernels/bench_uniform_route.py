@@ -17,7 +17,14 @@ three. Each variant here changes one suspect:
                     (18.9 against 20.7 µs), so the cost is per launch, not per token.
 
 Each cell: the median of --reps timings, each `tools/measure.graph_us` over 16 calls captured in one CUDA graph (the
-engine replays its graph, so launch gaps are a graph's), spread (max − min) ÷ median beside it. Writes
+engine replays its graph, so launch gaps are a graph's), spread (max − min) ÷ median beside it. Two conditions:
+
+  warm   the calls back to back: the kernel's code and data stay in the caches;
+  cold   each call after a read of a buffer larger than L2 (96 MiB), the read's own time subtracted: what the engine
+         does, where ~14 other kernels and ~40 MB of weights pass between two routing launches. One hypothesis for
+         the 20 µs is the kernel's code: everything unrolled (Philox for 16 keys per thread, 8 argmax passes), fetched
+         from memory at each launch, which would cost per launch, whatever the token count. Warm calls cannot show it.
+ Writes
 h200_uniform_route.csv / .md into --out (default: the kernel results folder).
 """
 
@@ -46,7 +53,9 @@ VARIANTS: dict[str, dict[str, Any] | None] = {
     "token_per_warp_no_atomic": {"tokens_per_program": 1, "num_warps": 1, "bump": False},
     "no_philox": {"philox": False},
 }
-COLUMNS = ("gpu", "torch", "triton", "timestamp", "experts", "top_k", "M",
+CONDITIONS = ("warm", "cold")
+FLUSH_BYTES = 96 << 20  # > the H200's 50 MB L2
+COLUMNS = ("gpu", "torch", "triton", "timestamp", "condition", "experts", "top_k", "M",
            *(f"{v}_us" for v in VARIANTS), *(f"{v}_spread" for v in VARIANTS))  # fmt: skip
 
 
@@ -74,32 +83,47 @@ def spread(values: list[float]) -> float:
 
 
 def bench(shapes: tuple[tuple[int, int], ...], ms: tuple[int, ...], reps: int) -> list[dict[str, Any]]:
+    import torch
+
     from tools.measure import graph_us
 
+    flush_buffer = torch.ones(FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
+    flush_out = torch.empty((), dtype=torch.float32, device="cuda")
+
+    def flush() -> None:
+        torch.sum(flush_buffer, out=flush_out)
+
+    def timed(call: Callable[[], None], cold: bool) -> float:
+        if not cold:
+            return graph_us(lambda: [call() for _ in range(CALLS)], calls=CALLS)
+        pair = graph_us(lambda: [(flush(), call()) for _ in range(CALLS)], calls=CALLS)
+        return pair - graph_us(lambda: [flush() for _ in range(CALLS)], calls=CALLS)
+
     rows = []
-    for experts, top_k in shapes:
-        for m in ms:
-            calls = {v: variant_call(v, m, experts, top_k) for v in VARIANTS}
-            times: dict[str, list[float]] = {v: [] for v in VARIANTS}
-            for _ in range(reps):  # variants in turn, rep by rep: drift hits all alike
-                for v, call in calls.items():
-                    times[v].append(graph_us(lambda call=call: [call() for _ in range(CALLS)], calls=CALLS))
-            row: dict[str, Any] = {"experts": experts, "top_k": top_k, "M": m}
-            for v, t in times.items():
-                row[f"{v}_us"], row[f"{v}_spread"] = round(statistics.median(t), 2), round(spread(t), 3)
-            rows.append(row)
-            print(markdown_row(row), flush=True)
+    for condition in CONDITIONS:
+        for experts, top_k in shapes:
+            for m in ms:
+                calls = {v: variant_call(v, m, experts, top_k) for v in VARIANTS}
+                times: dict[str, list[float]] = {v: [] for v in VARIANTS}
+                for _ in range(reps):  # variants in turn, rep by rep: drift hits all alike
+                    for v, call in calls.items():
+                        times[v].append(timed(call, condition == "cold"))
+                row: dict[str, Any] = {"condition": condition, "experts": experts, "top_k": top_k, "M": m}
+                for v, t in times.items():
+                    row[f"{v}_us"], row[f"{v}_spread"] = round(statistics.median(t), 2), round(spread(t), 3)
+                rows.append(row)
+                print(markdown_row(row), flush=True)
     return rows
 
 
 def markdown_row(row: dict[str, Any]) -> str:
     cells = " | ".join(f"{row[f'{v}_us']:.2f} ({100 * row[f'{v}_spread']:.1f} %)" for v in VARIANTS)
-    return f"| {row['experts']} / {row['top_k']} | {row['M']} | {cells} |"
+    return f"| {row['condition']} | {row['experts']} / {row['top_k']} | {row['M']} | {cells} |"
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
-    head = "| experts / top-k | M | " + " | ".join(f"{v} µs (spread)" for v in VARIANTS) + " |"
-    return "\n".join([head, "|" + "---|" * (2 + len(VARIANTS)), *map(markdown_row, rows)]) + "\n"
+    head = "| condition | experts / top-k | M | " + " | ".join(f"{v} µs (spread)" for v in VARIANTS) + " |"
+    return "\n".join([head, "|" + "---|" * (3 + len(VARIANTS)), *map(markdown_row, rows)]) + "\n"
 
 
 def parse_shapes(text: str) -> tuple[tuple[int, int], ...]:

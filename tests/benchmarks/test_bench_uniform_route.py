@@ -36,9 +36,10 @@ def test_bad_shapes_are_refused_naming_what_is_accepted(text: str, message: str)
 
 
 def test_the_table_has_a_column_per_variant() -> None:
-    row = {"experts": 128, "top_k": 8, "M": 1}
+    row = {"condition": "cold", "experts": 128, "top_k": 8, "M": 1}
     for i, v in enumerate(bench.VARIANTS):
         row[f"{v}_us"], row[f"{v}_spread"] = 10.0 + i, 0.01
     table = bench.markdown([row])
     assert table.splitlines()[0].count("µs (spread)") == len(bench.VARIANTS)
-    assert "| 128 / 8 | 1 | 10.00 (1.0 %) | 11.00 (1.0 %) |" in table
+    assert "| cold | 128 / 8 | 1 | 10.00 (1.0 %) | 11.00 (1.0 %) |" in table
+    assert table.splitlines()[1].count("---") == 3 + len(bench.VARIANTS)
