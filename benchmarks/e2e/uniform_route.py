@@ -47,6 +47,7 @@ def uniform_route_kernel(
     BLOCK_T: tl.constexpr,
     BUMP: tl.constexpr,  # False only in the bench's variant that isolates the atomic's cost (every call draws alike)
     PHILOX: tl.constexpr,  # False only in the bench's variant that isolates Philox's cost (a hash instead)
+    UNROLL: tl.constexpr,  # False: the TOP_K passes as a loop, not unrolled (the bench's compact-code variant)
 ):
     pid = tl.program_id(0)
     seed = tl.load(counter_ptr)
@@ -61,11 +62,21 @@ def uniform_route_kernel(
         keys = (((offsets + seed).to(tl.uint32) * 2654435761) >> 8).to(tl.float32)
     keys = tl.where(experts[None, :] < NUM_EXPERTS, keys, -1.0)
     valid = tokens < num_tokens
-    for slot in tl.static_range(TOP_K):
-        best = tl.argmax(keys, axis=1)
-        tl.store(ids_ptr + tokens * TOP_K + slot, best.to(ids_ptr.dtype.element_ty), mask=valid)
-        tl.store(weights_ptr + tokens * TOP_K + slot, tl.full([BLOCK_T], 1.0, tl.float32), mask=valid)
-        keys = tl.where(experts[None, :] == best[:, None], -2.0, keys)
+    if UNROLL:
+        for slot in tl.static_range(TOP_K):
+            keys = _pick(keys, slot, tokens, experts, valid, ids_ptr, weights_ptr, TOP_K, BLOCK_T)
+    else:
+        for slot in tl.range(0, TOP_K, loop_unroll_factor=1):
+            keys = _pick(keys, slot, tokens, experts, valid, ids_ptr, weights_ptr, TOP_K, BLOCK_T)
+
+
+@triton.jit
+def _pick(keys, slot, tokens, experts, valid, ids_ptr, weights_ptr, TOP_K: tl.constexpr, BLOCK_T: tl.constexpr):
+    """One top-k pass: each token's largest key is its next expert (weight 1); that key then leaves the race."""
+    best = tl.argmax(keys, axis=1)
+    tl.store(ids_ptr + tokens * TOP_K + slot, best.to(ids_ptr.dtype.element_ty), mask=valid)
+    tl.store(weights_ptr + tokens * TOP_K + slot, tl.full([BLOCK_T], 1.0, tl.float32), mask=valid)
+    return tl.where(experts[None, :] == best[:, None], -2.0, keys)
 
 
 def uniform_route(
@@ -79,10 +90,11 @@ def uniform_route(
     num_warps: int = 4,
     bump: bool = True,
     philox: bool = True,
+    unroll: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(weights float32 of ones, ids) of shape (num_tokens, top_k): top_k distinct uniform experts per token.
 
-    tokens_per_program, num_warps, bump=False and philox=False are the variants that
+    tokens_per_program, num_warps, bump=False, philox=False and unroll=False are the variants that
     `benchmarks.kernels.bench_uniform_route` compares to find where the 20.4 µs go; the engine runs the defaults."""
     if not 1 <= top_k <= num_experts:
         raise ValueError(f"top_k={top_k} with {num_experts} experts: need 1 <= top_k <= experts")
@@ -102,6 +114,7 @@ def uniform_route(
             BLOCK_T=tokens_per_program,
             BUMP=bump,
             PHILOX=philox,
+            UNROLL=unroll,
             num_warps=num_warps,
         )
     return weights, ids

@@ -14,7 +14,9 @@ three. Each variant here changes one suspect:
   token_per_warp_no_atomic  both;
   no_philox         the shipped layout with a multiplicative hash for keys instead of Philox (timing only: not
                     uniform). The launch took as long at 512 tokens (32 programs) as at one in the 2026-12-05b trace
-                    (18.9 against 20.7 µs), so the cost is per launch, not per token.
+                    (18.9 against 20.7 µs), so the cost is per launch, not per token;
+  compact           1 token per warp (4 keys per thread for 128 experts) and the top-k passes as a loop: the
+                    smallest code.
 
 Each cell: the median of --reps timings, each `tools/measure.graph_us` over 16 calls captured in one CUDA graph (the
 engine replays its graph, so launch gaps are a graph's), spread (max − min) ÷ median beside it. Two conditions:
@@ -52,6 +54,7 @@ VARIANTS: dict[str, dict[str, Any] | None] = {
     "token_per_warp": {"tokens_per_program": 1, "num_warps": 1},
     "token_per_warp_no_atomic": {"tokens_per_program": 1, "num_warps": 1, "bump": False},
     "no_philox": {"philox": False},
+    "compact": {"tokens_per_program": 1, "num_warps": 1, "unroll": False},
 }
 CONDITIONS = ("warm", "cold")
 FLUSH_BYTES = 96 << 20  # > the H200's 50 MB L2
