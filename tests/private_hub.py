@@ -2,8 +2,9 @@
 
 It answers the three requests the client makes for a model (`HEAD`/`GET /{repo}/resolve/{revision}/{file}` and
 `GET /api/models/{repo}/revision/{revision}` for a snapshot) only with `Authorization: Bearer {token}`; without it,
-401 with the hub's `X-Error-Code: RepoNotFound`, as the hub answers for a private repository. Every request's
-token (or none) is recorded, so a test can tell which token reached the hub.
+401 with the hub's `X-Error-Code: RepoNotFound`, as the hub answers for a private repository. What each request
+carried is recorded as "token" (the repository's), "other" (any other token: never stored, so a machine's real token
+cannot end up in a test's output) or None, so a test can tell which token reached the hub.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ class PrivateRepo:
     repo: str
     token: str
     files: dict[str, bytes]
-    seen_tokens: list[str | None] = field(default_factory=list)
+    seen_tokens: list[str | None] = field(default_factory=list)  # "token", "other" or None per request
     endpoint: str = ""
 
 
@@ -37,7 +38,7 @@ def _handler(repo: PrivateRepo) -> type[BaseHTTPRequestHandler]:
         def _authorised(self) -> bool:
             auth = self.headers.get("Authorization") or ""
             token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else None
-            repo.seen_tokens.append(token)
+            repo.seen_tokens.append(None if token is None else "token" if token == repo.token else "other")
             if token == repo.token:
                 return True
             self._send(401, b'{"error": "Repository not found"}', {"X-Error-Code": "RepoNotFound"})

@@ -172,10 +172,10 @@ case "$PHASE" in
                    --long-input-len 0 --reps 5 --share-triton-cache) ;;
   nemotron-pin) # issue 31: Nemotron's jitter at one request, the host-thread hypothesis (docs/results/nemotron.md). The
              # plan at 1 and 4 requests, 5 repetitions, once as the OS places its processes and once with the API server,
-             # the engine and the load generator each pinned to its own CPUs (PIN, default
-             # api=0-1;engine=2-5;client=6-7; --pin, benchmarks/e2e/pinning.py: a labelled comparison row), each in its
-             # own folder; the host's CPU topology (lscpu -e) beside them. If the pinned engine's spread collapses, the
-             # placement was the cause
+             # the engine and the load generator each pinned to its own CPUs (PIN; default: whole physical cores, 1 for
+             # the API server, 2 for the engine, 1 for the client, `python -m benchmarks.e2e.pinning`; --pin,
+             # benchmarks/e2e/pinning.py: a labelled comparison row), each in its own folder; the host's CPU topology
+             # (lscpu -e) beside them. If the pinned engine's spread collapses, the placement was the cause
              ARGS=(--models nemotron-3-nano-30b-a3b-fp8 --backends plan --conc 1,4 --long-input-len 0 --reps 5
                    --share-triton-cache) ;;
   nemotron-diag) # 2026-12-02: one Nemotron engine's repetitions spread 3-39 % (docs/results/nemotron.md). The plan with
@@ -297,7 +297,9 @@ elif [ "$PHASE" = nemotron-diag ]; then
   VARIANTS=("no-prefix-caching=enable_prefix_caching=false;cudagraph_metrics=true"
             "prefix-caching=cudagraph_metrics=true")
 elif [ "$PHASE" = nemotron-pin ]; then  # "pin=X" is the harness's --pin, not an LMI option
-  VARIANTS=("unpinned=" "pinned=pin=${PIN:-api=0-1;engine=2-5;client=6-7}")
+  # default: whole physical cores per role (SMT siblings together), from this host's topology
+  PIN=${PIN:-$(python3 -m benchmarks.e2e.pinning)} || exit 2
+  VARIANTS=("unpinned=" "pinned=pin=$PIN")
   lscpu -e >"$OUT/lscpu.txt" 2>&1 || true
 elif [ "$PHASE" = routing-cost ]; then  # "routing=X" is the harness's --routing, not an LMI option
   for routing in ${ROUTINGS:-dummy uniform_random hot_experts}; do VARIANTS+=("$routing=routing=$routing"); done

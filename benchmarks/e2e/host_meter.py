@@ -70,8 +70,9 @@ def tree_ticks(server_pid: int) -> TreeTicks:
 
 
 def cpu_seconds(before: TreeTicks, after: TreeTicks) -> dict[str, float]:
-    """CPU seconds between two snapshots: the API server's, the engine processes', and the busiest engine thread's
-    (a thread that started or ended in between counts from zero)."""
+    """CPU seconds between two snapshots: the API server's, the engine processes', and the busiest engine thread's.
+    A thread that started in between counts from zero; one that ended in between is missing from ``after`` and
+    counts nothing (an undercount: the engine's busy threads live as long as the engine)."""
 
     def deltas(a: dict[int, int], b: dict[int, int]) -> list[int]:
         return [b[tid] - a.get(tid, 0) for tid in b]
@@ -94,21 +95,25 @@ def parse_histogram_totals(text: str, metric: str) -> tuple[float, int] | None:
         if match["name"] == f"{metric}_sum":
             total, seen = total + float(match["value"]), True
         elif match["name"] == f"{metric}_count":
-            count, seen = count + int(float(match["value"])), True
+            value = float(match["value"])
+            if value != value:  # NaN: the series says nothing
+                continue
+            count, seen = count + int(value), True
     return (total, count) if seen else None
 
 
 def itl_totals(port: int, timeout_s: float = 10.0) -> tuple[float, int] | None:
     """The engine's inter-token latency histogram totals from the server's /metrics; None when it does not answer."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
     try:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
         conn.request("GET", "/metrics")
         response = conn.getresponse()
         body = response.read().decode(errors="replace")
-        conn.close()
-    except OSError:
+        return parse_histogram_totals(body, ITL_METRIC) if response.status == 200 else None
+    except (OSError, http.client.HTTPException, ValueError):  # a meter must never fail the measured batch
         return None
-    return parse_histogram_totals(body, ITL_METRIC) if response.status == 200 else None
+    finally:
+        conn.close()
 
 
 class BatchMeter:
@@ -120,8 +125,9 @@ class BatchMeter:
         self._itl: tuple[float, int] | None = None
 
     def start(self) -> None:
-        self._ticks = tree_ticks(self.server_pid) if self.server_pid else None
+        # the scrape first: the API server's CPU for answering it then falls outside the window
         self._itl = itl_totals(self.port)
+        self._ticks = tree_ticks(self.server_pid) if self.server_pid else None
 
     def stop(self) -> dict[str, float | int | None]:
         out: dict[str, float | int | None] = {}

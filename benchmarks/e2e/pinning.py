@@ -28,6 +28,8 @@ def parse_cpu_list(text: str) -> frozenset[int]:
     cpus: set[int] = set()
     for part in text.split(","):
         first, _, last = part.strip().partition("-")
+        if "-" in part and not last.strip():
+            raise ValueError(part)  # "0-" names no range
         lo, hi = int(first), int(last or first)
         if lo < 0 or hi < lo:
             raise ValueError(part)
@@ -71,8 +73,36 @@ def format_pin(pins: Mapping[str, frozenset[int]]) -> str:
     return ";".join(f"{role}={ranges(pins[role])}" for role in ROLES if role in pins)
 
 
+def physical_cores(available: frozenset[int] | None = None) -> list[frozenset[int]]:
+    """This host's physical cores as sets of their CPUs (SMT siblings together, from sysfs), those this process may
+    use, in CPU order."""
+    available = frozenset(os.sched_getaffinity(0)) if available is None else available
+    cores = set()
+    for cpu in sorted(available):
+        siblings = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list")
+        try:
+            cores.add(parse_cpu_list(siblings.read_text().strip()) & available)
+        except (OSError, ValueError):
+            cores.add(frozenset({cpu}))  # no topology: each CPU its own core
+    return sorted(cores, key=min)
+
+
+def default_pin(cores: list[frozenset[int]]) -> str:
+    """Whole physical cores per role, so no two roles share a core through SMT: the API server one, the engine two,
+    the load generator one; core 0 (interrupts, the kernel's housekeeping) left out when there are five or more."""
+    usable = cores[1:] if len(cores) >= 5 else cores
+    if len(usable) < 4:
+        raise ValueError(f"default pinning: needs 4 physical cores, this host offers {len(cores)}; give PIN / --pin")
+    union = frozenset().union
+    return format_pin({"api": usable[0], "engine": union(*usable[1:3]), "client": usable[3]})
+
+
 def _pin_process(pid: int, cpus: frozenset[int]) -> None:
-    for task in Path(f"/proc/{pid}/task").iterdir():
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except FileNotFoundError:
+        return  # the process ended since it was listed
+    for task in tasks:
         try:
             os.sched_setaffinity(int(task.name), cpus)
         except (ProcessLookupError, FileNotFoundError):
@@ -80,8 +110,12 @@ def _pin_process(pid: int, cpus: frozenset[int]) -> None:
 
 
 def allowed_cpus(pid: int) -> str:
-    """What the kernel says the process may run on (its main thread's Cpus_allowed_list)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+    """What the kernel says the process may run on (its main thread's Cpus_allowed_list); "gone" if it ended."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return "gone"
+    for line in status.splitlines():
         if line.startswith("Cpus_allowed_list:"):
             return line.split(":", 1)[1].strip()
     return "?"
@@ -96,3 +130,23 @@ def apply(pins: Mapping[str, frozenset[int]], server_pid: int) -> dict[str, dict
             _pin_process(pid, cpus)
         done[role] = {pid: allowed_cpus(pid) for pid in targets[role]}
     return done
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.e2e.pinning", description="print this host's default --pin value (whole cores)"
+    )
+    parser.parse_args(argv)
+    try:
+        print(default_pin(physical_cores()))
+    except ValueError as exc:
+        print(f"pinning: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -91,7 +91,7 @@ def layer_of(path: Path) -> list[dict[str, str]]:
     starts = [i for i, r in enumerate(rows) if r["name"] == anchor]
     if len(starts) < 2:
         raise ValueError(f"{path}: {anchor} runs once in the step: no layer to cut")
-    middle = len(starts) // 2 - 1
+    middle = (len(starts) - 1) // 2  # of the len(starts) - 1 whole layers
     return rows[starts[middle] : starts[middle + 1] + 1]
 
 

@@ -189,8 +189,9 @@ def add_ratios(rows: list[dict[str, Any]]) -> None:
 
 
 def row_label(row: dict[str, Any]) -> str:
-    """The backend with its options: two engines of one backend with other options are two lines."""
-    return row["backend"] + (f" [{row['options']}]" if row.get("options") else "")
+    """The backend with its options (and pinning): two engines of one backend set apart otherwise are two lines."""
+    return (row["backend"] + (f" [{row['options']}]" if row.get("options") else "")
+            + (f" [pinned {row['pinning']}]" if row.get("pinning") else ""))  # fmt: skip
 
 
 _MEASURED = ("ok", "truncated")

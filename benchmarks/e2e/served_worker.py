@@ -100,12 +100,13 @@ def measure(job: dict[str, Any], events: EventLog, port: int, prompts: Prompts, 
             bodies = [completion_body(model, prompts.ids(input_len), output_len) for _ in range(conc)]
             meter.start()
             results, wall = run_batch(port, COMPLETIONS, bodies, "sse")
+            ended = time.time()  # the sample's end for rep_conditions, before the meter's own reads
             host = meter.stop()
             failed = [r.error or str(r.status) for r in results if r.status != 200 or r.error]
             if failed:
                 raise RuntimeError(f"{len(failed)} of {conc} requests failed: {failed[0]}")
-            events.emit("sample", rep=rep, input_len=input_len, output_len=output_len, conc=conc, wall_s=wall,
-                        requests=[r.timing() for r in results],
+            events.emit("sample", t=ended, rep=rep, input_len=input_len, output_len=output_len, conc=conc,
+                        wall_s=wall, requests=[r.timing() for r in results],
                         output_tokens=sum(r.num_output_tokens for r in results), **host)  # fmt: skip
     return True
 

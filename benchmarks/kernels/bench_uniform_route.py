@@ -85,7 +85,10 @@ def spread(values: list[float]) -> float:
     return (max(values) - min(values)) / median if median else 0.0
 
 
-def bench(shapes: tuple[tuple[int, int], ...], ms: tuple[int, ...], reps: int) -> list[dict[str, Any]]:
+def bench(
+    shapes: tuple[tuple[int, int], ...], ms: tuple[int, ...], reps: int, on_row: Callable[[list[dict[str, Any]]], None]
+) -> list[dict[str, Any]]:
+    """Every (condition, shape, M) row; ``on_row(rows so far)`` after each, so a cut run keeps what it measured."""
     import torch
 
     from tools.measure import graph_us
@@ -94,7 +97,7 @@ def bench(shapes: tuple[tuple[int, int], ...], ms: tuple[int, ...], reps: int) -
     flush_out = torch.empty((), dtype=torch.float32, device="cuda")
 
     def flush() -> None:
-        torch.sum(flush_buffer, out=flush_out)
+        torch.sum(flush_buffer, dim=0, out=flush_out)  # a whole-tensor sum has no out= form
 
     def timed(call: Callable[[], None], cold: bool) -> float:
         if not cold:
@@ -116,6 +119,7 @@ def bench(shapes: tuple[tuple[int, int], ...], ms: tuple[int, ...], reps: int) -
                     row[f"{v}_us"], row[f"{v}_spread"] = round(statistics.median(t), 2), round(spread(t), 3)
                 rows.append(row)
                 print(markdown_row(row), flush=True)
+                on_row(rows)
     return rows
 
 
@@ -161,13 +165,16 @@ def main(argv: list[str] | None = None) -> int:
     from tools.measure import run_preamble
 
     meta = run_preamble(("torch", "triton"))
-    rows = bench(shapes, ms, args.reps)
     args.out.mkdir(parents=True, exist_ok=True)
-    with open(args.out / "h200_uniform_route.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows({**meta, **r} for r in rows)
-    (args.out / "h200_uniform_route.md").write_text(markdown(rows))
+
+    def write(rows: list[dict[str, Any]]) -> None:
+        with open(args.out / "h200_uniform_route.csv", "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows({**meta, **r} for r in rows)
+        (args.out / "h200_uniform_route.md").write_text(markdown(rows))
+
+    bench(shapes, ms, args.reps, write)
     return 0
 
 

@@ -178,6 +178,16 @@ def test_the_pinning_phase_runs_the_plan_unpinned_then_pinned_each_in_its_folder
     assert {"unpinned", "pinned", "lscpu.txt"} <= {p.name for p in (tmp_path / "o").iterdir()}
     bad = _phase(tmp_path / "bad", "nemotron-pin", gpus=1, PIN="engine=99999")
     assert "--pin: engine=99999 names CPUs this host lacks" in bad.stdout + bad.stderr
+    # without PIN: whole physical cores per role from this host's topology, or a clear refusal on a small host
+    from benchmarks.e2e.pinning import default_pin, physical_cores
+
+    default = _phase(tmp_path / "default", "nemotron-pin", gpus=1)
+    try:
+        expected = default_pin(physical_cores())
+    except ValueError as exc:
+        assert default.returncode == 2 and str(exc) in default.stderr, default.stderr[-2000:]
+    else:
+        assert default.returncode == 0 and f"e2e: pinning: {expected} " in default.stdout
 
 
 @pytest.mark.parametrize(

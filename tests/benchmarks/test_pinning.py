@@ -29,6 +29,7 @@ def test_the_value_is_read_and_spelled_canonically() -> None:
         ("api", "--pin: 'api'; accepted"),
         ("engine=3-1", "--pin: 'engine=3-1'; accepted"),
         ("engine=x", "--pin: 'engine=x'; accepted"),
+        ("engine=0-", "--pin: 'engine=0-'; accepted"),
         (";", "--pin: ';'; accepted"),
         ("engine=2-5", "--pin: engine=2-5 names CPUs this host lacks ([4, 5]); accepted"),
     ],
@@ -60,3 +61,25 @@ def test_the_api_server_and_the_engine_under_it_run_where_they_are_pinned() -> N
     finally:
         server.kill()
         server.wait()
+
+
+def test_the_default_gives_each_role_whole_physical_cores() -> None:
+    # 8 cores × 2 SMT threads, siblings n and n + 8 (a common numbering): core 0 left out, no role shares a core
+    cores = [frozenset({n, n + 8}) for n in range(8)]
+    assert pinning.default_pin(cores) == "api=1,9;engine=2-3,10-11;client=4,12"
+    assert pinning.default_pin([frozenset({n}) for n in range(4)]) == "api=0;engine=1-2;client=3"
+    with pytest.raises(ValueError, match="needs 4 physical cores, this host offers 3; give PIN / --pin"):
+        pinning.default_pin([frozenset({n}) for n in range(3)])
+
+
+def test_this_hosts_cores_cover_its_cpus_once() -> None:
+    cores = pinning.physical_cores()
+    cpus = [cpu for core in cores for cpu in core]
+    assert sorted(cpus) == sorted(os.sched_getaffinity(0)) and len(cpus) == len(set(cpus))
+
+
+def test_a_pinned_row_is_its_own_line_in_the_plots() -> None:
+    from benchmarks.e2e.report import row_label
+
+    assert row_label({"backend": "plan", "options": "", "pinning": "api=0;engine=1"}) == "plan [pinned api=0;engine=1]"
+    assert row_label({"backend": "plan", "options": ""}) == "plan"

@@ -62,9 +62,9 @@ def test_each_class_has_one_colour_in_the_stacking_order() -> None:
 
 
 def test_one_layer_runs_from_one_moe_gemm_start_to_the_next(tmp_path: Path) -> None:
-    """Three layers of a timeline: the middle one is cut (its MoE GEMM start to the next), and drawn."""
+    """Four MoE starts, three whole layers: the middle one is cut (its MoE GEMM start to the next), and drawn."""
     rows = ["trace,index,name,kernel_class,start_us,duration_us,exclusive_us"]
-    for layer in range(3):
+    for layer in range(4):
         t = 100.0 * layer
         rows += [f"x,0,rms_norm_kernel,norm,{t},2,2", f"x,0,moe_gemm1_kernel,moe_gemm_ours,{t + 10},11,11",
                  f"x,0,moe_gemm2_kernel,moe_gemm_ours,{t + 14},13,6",
@@ -73,8 +73,8 @@ def test_one_layer_runs_from_one_moe_gemm_start_to_the_next(tmp_path: Path) -> N
     timeline.write_text("\n".join(rows) + "\n")
     layer = profile_plot.layer_of(timeline)
     assert [(r["name"], r["start_us"]) for r in layer] == [
-        ("moe_gemm1_kernel", "10.0"), ("moe_gemm2_kernel", "14.0"), ("flash_fwd", "40.0"),
-        ("rms_norm_kernel", "100.0"), ("moe_gemm1_kernel", "110.0"),
+        ("moe_gemm1_kernel", "110.0"), ("moe_gemm2_kernel", "114.0"), ("flash_fwd", "140.0"),
+        ("rms_norm_kernel", "200.0"), ("moe_gemm1_kernel", "210.0"),
     ]  # fmt: skip
     png = tmp_path / "layer.png"
     assert profile_plot.main([str(timeline), "--layer", "--png", str(png)]) == 0

@@ -21,6 +21,18 @@ NEMOTRON = FIXTURE_MODELS / "nvidia-nemotron-3-nano-30b-a3b-fp8"
 FILES = {name: (NEMOTRON / name).read_bytes() for name in ("config.json", "hf_quant_config.json")}
 
 
+@pytest.fixture(autouse=True)
+def no_token_of_this_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hub client falls back to the process's HF_TOKEN and the stored token file when given none: on a machine
+    with a token, that real token would reach the test hub (which records only whether a token was the repository's)."""
+    from huggingface_hub import constants
+
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_OIDC_RESOURCE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-stored-token"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)  # read once at import: a machine's global setting
+
+
 def _environ(tmp_path: Path, endpoint: str) -> dict[str, str]:
     """A fresh hub cache, the test hub as HF_ENDPOINT, no HF_TOKEN."""
     return {"HF_ENDPOINT": endpoint, "HF_HUB_CACHE": str(tmp_path / "hub-cache")}
@@ -42,7 +54,7 @@ def test_option_hf_token_reads_a_private_repositorys_configs_and_is_never_shown(
         plan = _plan(tmp_path, hub.endpoint, f"option.hf_token={TOKEN}")
     assert plan.model == REPO_ID
     assert any("nemotron" in line.lower() or "modelopt" in line.lower() for line in plan.reasons), plan.reasons
-    assert hub.seen_tokens and set(hub.seen_tokens) == {TOKEN}
+    assert hub.seen_tokens and set(hub.seen_tokens) == {"token"}  # every request carried the option's token
     assert TOKEN not in "\n".join(plan_log_lines(plan))
     assert plan.env["HF_TOKEN"] == TOKEN  # and vLLM, which downloads the weights, gets it too
 
@@ -52,7 +64,7 @@ def test_without_the_token_a_private_repository_is_refused_naming_both_ways_to_g
         _plan(tmp_path, hub.endpoint)
     assert info.value.key == "option.model_id"
     assert "set option.hf_token or HF_TOKEN" in str(info.value)
-    assert hub.seen_tokens and set(hub.seen_tokens) == {None}
+    assert hub.seen_tokens and set(hub.seen_tokens) == {None}  # no token at all reached the hub
 
 
 def test_the_option_beats_a_stale_hf_token_in_the_environment(tmp_path: Path) -> None:
@@ -60,4 +72,4 @@ def test_the_option_beats_a_stale_hf_token_in_the_environment(tmp_path: Path) ->
         plan = build_plan(properties=_properties(tmp_path, f"option.hf_token={TOKEN}"), gpu="H200", num_gpus=1,
                           vllm_version="0.32.0",
                           environ={**_environ(tmp_path, hub.endpoint), "HF_TOKEN": "hf_stale"})  # fmt: skip
-    assert plan.model == REPO_ID and set(hub.seen_tokens) == {TOKEN}
+    assert plan.model == REPO_ID and set(hub.seen_tokens) == {"token"}  # never the stale one
