@@ -81,18 +81,23 @@ class Step:
     def span_us(self) -> float:
         return self.end_us - self.start_us
 
-    def exclusive(self) -> list[tuple[str, float]]:
-        """(name, µs) per kernel in start order, each instant of busy time given to the kernel that started first.
+    def timeline(self) -> list[tuple[str, float, float, float]]:
+        """(name, start µs, duration µs, exclusive µs) per kernel in start order; exclusive: each instant of busy time
+        given to the kernel that started first.
 
         Kernels overlap where one launches under programmatic dependent launch (our GEMM2 behind GEMM1, FlashAttention's
         combine behind its main kernel): the later one starts early and waits. Its duration then repeats time the
-        earlier one spent, so durations add up to more than the step; these shares add up to the busy time."""
+        earlier one spent, so durations add up to more than the step; the exclusive shares add up to the busy time."""
         out, reach = [], self.start_us
         for name, start, dur in sorted(self.kernels, key=lambda k: k[1]):
             end = min(start + dur, self.end_us)
-            out.append((name, max(0.0, end - max(start, reach))))
+            out.append((name, start, dur, max(0.0, end - max(start, reach))))
             reach = max(reach, end)
         return out
+
+    def exclusive(self) -> list[tuple[str, float]]:
+        """(name, exclusive µs) per kernel in start order (timeline)."""
+        return [(name, excl) for name, _, _, excl in self.timeline()]
 
     def busy_us(self) -> float:
         """Time at least one kernel ran (overlaps counted once)."""
@@ -110,7 +115,7 @@ class Step:
     def by_class(self) -> dict[str, tuple[int, float, float]]:
         """{class: (kernels, µs of their durations, µs exclusive)}."""
         out: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
-        for (name, _, dur), (_, excl) in zip(sorted(self.kernels, key=lambda k: k[1]), self.exclusive(), strict=True):
+        for name, _, dur, excl in self.timeline():
             row = out[kernel_class(name)]
             row[0], row[1], row[2] = row[0] + 1, row[1] + dur, row[2] + excl
         return {cls: (int(n), us, excl) for cls, (n, us, excl) in out.items()}
@@ -204,16 +209,16 @@ def summarise(steps: Sequence[Step]) -> tuple[list[ClassRow], dict[str, float]]:
     """Per class: median kernels and µs per step; and the step totals (medians)."""
     if not steps:
         raise ValueError("no decode step found: no GPU kernel inside vLLM's step annotations or CUDA graph replays")
-    classes = sorted({cls for s in steps for cls in s.by_class()})
-    busy = statistics.median(s.busy_us() for s in steps)
-    rows = []
     per_step = [s.by_class() for s in steps]
+    classes = sorted({cls for c in per_step for cls in c})
+    spans, busies = [s.span_us for s in steps], [s.busy_us() for s in steps]
+    busy = statistics.median(busies)
+    rows = []
     for cls in classes:
         counts = [c.get(cls, (0, 0.0, 0.0)) for c in per_step]
         us, excl = statistics.median(c[1] for c in counts), statistics.median(c[2] for c in counts)
         rows.append(ClassRow(cls, statistics.median(c[0] for c in counts), us, excl / busy if busy else 0.0, excl))
     rows.sort(key=lambda r: -r.exclusive_us_per_step)
-    spans, busies = [s.span_us for s in steps], [s.busy_us() for s in steps]
     span = statistics.median(spans)
     totals = {
         "steps": float(len(steps)),
@@ -221,7 +226,7 @@ def summarise(steps: Sequence[Step]) -> tuple[list[ClassRow], dict[str, float]]:
         "batch": float(steps[0].batch or 0),
         "span_us": span,
         "busy_us": busy,
-        "gap_us": statistics.median(s.span_us - s.busy_us() for s in steps),
+        "gap_us": statistics.median(sp - b for sp, b in zip(spans, busies, strict=True)),
         "largest_gap_us": statistics.median(s.largest_gap_us() for s in steps),
         "span_min_us": min(spans),
         "span_max_us": max(spans),
@@ -256,7 +261,7 @@ def by_name(steps: Sequence[Step]) -> list[NameRow]:
     exclusive: defaultdict[str, float] = defaultdict(float)
     full: dict[str, str] = {}  # short → a full name, classed as the class table classes it
     for step in steps:
-        for (name, _, dur), (_, excl) in zip(sorted(step.kernels, key=lambda k: k[1]), step.exclusive(), strict=True):
+        for name, _, dur, excl in step.timeline():
             short = short_name(name)
             count[short] += 1
             total[short] += dur
@@ -286,11 +291,10 @@ def timeline_rows(label: str, steps: Sequence[Step]) -> list[dict[str, Any]]:
     """The step of median span, one row per kernel in start order: offset from the step's start, duration, exclusive
     µs (Step.exclusive) and class."""
     step = sorted(steps, key=lambda s: s.span_us)[len(steps) // 2]
-    ordered = sorted(step.kernels, key=lambda k: k[1])
     return [
         {"trace": label, "index": i, "name": short_name(name), "kernel_class": kernel_class(name),
          "start_us": round(start - step.start_us, 2), "duration_us": round(dur, 2), "exclusive_us": round(excl, 2)}
-        for i, ((name, start, dur), (_, excl)) in enumerate(zip(ordered, step.exclusive(), strict=True))
+        for i, (name, start, dur, excl) in enumerate(step.timeline())
     ]  # fmt: skip
 
 
