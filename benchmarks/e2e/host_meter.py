@@ -62,11 +62,19 @@ class TreeTicks:
     engine: dict[int, int]  # every thread of every process under it (the engine core, its workers)
 
 
-def tree_ticks(server_pid: int) -> TreeTicks:
+def tree_ticks(server_pid: int, engine_pids: list[int]) -> TreeTicks:
     engine: dict[int, int] = {}
-    for child in descendants(server_pid):
+    for child in engine_pids:
         engine.update(thread_ticks(child))
     return TreeTicks(thread_ticks(server_pid), engine)
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (its own, not its children's)."""
+    fields = _stat_fields(Path(f"/proc/{pid}/stat"))
+    if fields is None:
+        raise ProcessLookupError(pid)
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def cpu_seconds(before: TreeTicks, after: TreeTicks) -> dict[str, float]:
@@ -122,17 +130,20 @@ class BatchMeter:
     def __init__(self, server_pid: int | None, port: int) -> None:
         self.server_pid, self.port = server_pid, port
         self._ticks: TreeTicks | None = None
+        self._engine_pids: list[int] = []  # found once per batch: the engine's processes live as long as it does
         self._itl: tuple[float, int] | None = None
 
     def start(self) -> None:
         # the scrape first: the API server's CPU for answering it then falls outside the window
         self._itl = itl_totals(self.port)
-        self._ticks = tree_ticks(self.server_pid) if self.server_pid else None
+        if self.server_pid:
+            self._engine_pids = descendants(self.server_pid)
+            self._ticks = tree_ticks(self.server_pid, self._engine_pids)
 
     def stop(self) -> dict[str, float | int | None]:
         out: dict[str, float | int | None] = {}
         if self._ticks is not None and self.server_pid:
-            out.update(cpu_seconds(self._ticks, tree_ticks(self.server_pid)))
+            out.update(cpu_seconds(self._ticks, tree_ticks(self.server_pid, self._engine_pids)))
         itl = itl_totals(self.port)
         if self._itl is not None and itl is not None:
             out["server_itl_sum_s"], out["server_itl_count"] = itl[0] - self._itl[0], itl[1] - self._itl[1]

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.e2e import pinning, profile_capture
-from benchmarks.e2e.host_meter import BatchMeter
+from benchmarks.e2e.host_meter import BatchMeter, process_cpu_s
 from benchmarks.e2e.httpload import run_batch
 from benchmarks.e2e.jitcount import compiled_kernels, rank_dirs
 from benchmarks.e2e.tokenizer import words
@@ -111,13 +111,6 @@ def measure(job: dict[str, Any], events: EventLog, port: int, prompts: Prompts, 
     return True
 
 
-def server_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of the API server process (the engine core is another process)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = int(fields[11]) + int(fields[12])
-    return ticks / 100.0
-
-
 def stream_check(job: dict[str, Any], events: EventLog, port: int, prompts: Prompts, pid: int) -> None:
     """conc streams × N tokens three ways, interleaved per rep: LMI jsonlines and OpenAI SSE on /invocations,
     plain /v1/completions SSE. Same engine, same run: the ratios say what the LMI layer costs at load. Every way
@@ -141,9 +134,9 @@ def stream_check(job: dict[str, Any], events: EventLog, port: int, prompts: Prom
         run_batch(port, path, [make(prompts.ids(input_len)) for _ in range(conc)], wire)
     for rep in range(reps):
         for way, (path, wire, make) in ways.items():
-            before = server_cpu_s(pid)
+            before = process_cpu_s(pid)  # the API server's own (the engine core is another process)
             results, wall = run_batch(port, path, [make(prompts.ids(input_len)) for _ in range(conc)], wire)
-            cpu = server_cpu_s(pid) - before
+            cpu = process_cpu_s(pid) - before
             bad = [r.error or str(r.status) for r in results if r.status != 200 or r.error]
             tokens = sum(r.num_output_tokens for r in results)
             events.emit("stream_check", rep=rep, way=way, conc=conc, input_len=input_len, output_len=output_len,
