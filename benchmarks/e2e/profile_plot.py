@@ -32,15 +32,22 @@ CLASS_ORDER = tuple(dict.fromkeys([*MOE_FIRST, *(name for name, _ in CLASSES), "
 GAP = "gaps between kernels"
 
 
-def read_traces(path: Path) -> dict[str, dict[str, float]]:
-    """{trace: {class: µs per step, ..., GAP: µs, "_kernels": kernels per step}} in the CSV's order."""
+def _rows(path: Path, required: set[str], what: str, *, empty_ok: bool) -> list[dict[str, str]]:
+    """The CSV's rows, refused naming the columns it lacks of ``required``."""
     with path.open(newline="") as f:
         rows = list(csv.DictReader(f))
-    if not rows:
+    if not rows and not empty_ok:
         raise ValueError(f"{path}: no rows")
-    missing = {"trace", "kernel_class", "us_per_step", "step_gap_us", "step_kernels_per_step"} - rows[0].keys()
+    missing = required - (rows[0].keys() if rows else set())
     if missing:
-        raise ValueError(f"{path}: not a profile_trace CSV (missing columns {sorted(missing)})")
+        raise ValueError(f"{path}: not a profile_trace {what} (missing columns {sorted(missing)})")
+    return rows
+
+
+def read_traces(path: Path) -> dict[str, dict[str, float]]:
+    """{trace: {class: µs per step, ..., GAP: µs, "_kernels": kernels per step}} in the CSV's order."""
+    required = {"trace", "kernel_class", "us_per_step", "step_gap_us", "step_kernels_per_step"}
+    rows = _rows(path, required, "CSV", empty_ok=False)
     traces: dict[str, dict[str, float]] = {}
     for r in rows:
         t = traces.setdefault(r["trace"], {GAP: float(r["step_gap_us"]), "_kernels": float(r["step_kernels_per_step"])})
@@ -80,11 +87,7 @@ def plot(traces: dict[str, dict[str, float]], png: Path, title: str) -> None:
 
 def layer_of(path: Path) -> list[dict[str, str]]:
     """The timeline's kernels from the middle occurrence of its first MoE GEMM kernel's name to the next one."""
-    with path.open(newline="") as f:
-        rows = list(csv.DictReader(f))
-    missing = {"name", "kernel_class", "start_us", "duration_us"} - (rows[0].keys() if rows else set())
-    if missing:
-        raise ValueError(f"{path}: not a profile_trace timeline CSV (missing columns {sorted(missing)})")
+    rows = _rows(path, {"name", "kernel_class", "start_us", "duration_us"}, "timeline CSV", empty_ok=True)
     anchor = next((r["name"] for r in rows if r["kernel_class"].startswith("moe_gemm")), None)
     if anchor is None:
         raise ValueError(f"{path}: no MoE GEMM kernel in the step: no layer to cut")
