@@ -6,16 +6,20 @@ kernels at 144 per step and 542 µs of 3,276 µs of GPU time (16.6 %). Productio
 so every uniform_random row carried ~0.4 ms per token that no user pays, and every ratio between rows was pulled
 towards 1 at low concurrency.
 
-This strategy picks the same distribution (top_k distinct experts per token, every expert equally likely, weights
-1) in one Triton launch: per token, the top_k of E uniform keys drawn with Philox. The aim was production's cost.
-Measured on the H200 (2026-12-05b, benchmarks/results/e2e/issue33_2026-12-05b/SUMMARY.md), it missed: 20.4 µs per
-launch at one token (one program of 128 threads, 80 registers), against 11.3 µs for vLLM's three kernels. Cause open;
-suspects: the TOP_K serial argmax passes over a 16-token tile of which one row is live, and the acq_rel atomic.
-`python -m benchmarks.kernels.bench_uniform_route` times each suspect alone (queued for the next H200 run). The
-2026-12-05b trace adds one: the launch took as long at 512 tokens (32 programs, 18.9 µs) as at one (20.7 µs), so the
-cost is per launch. Every loop here is unrolled (Philox for 16 keys per thread, 8 argmax passes); if that code is
-fetched from memory at each launch (the engine runs ~14 kernels and ~40 MB of weights between two), its size sets
-the time. The bench's `cold` rows test that.
+Two samplers draw the same distribution (top_k distinct experts per token, every k-subset equally likely, weights 1):
+
+- `topk` (the first build, the engine's until 2026-12-05b): per token, the top_k of E uniform Philox keys, 16 tokens
+  a program. Measured on the H200 (benchmarks/results/e2e/issue33_2026-12-05b/SUMMARY.md) it missed: 20.4 µs per
+  launch at one token, against 11.3 µs for vLLM's three kernels, and as long at 512 tokens (18.9 µs) as at one: a
+  cost per launch. Its code is the lead: compiled for sm_90 it is 6,032 SASS instructions (96 KB, 80 registers),
+  every one run once (the 16 × 128 key tile's 8 argmax passes, unrolled), so no instruction is fetched twice and the
+  caches cannot help; `python -m benchmarks.kernels.uniform_route_code` counts them on any machine.
+- `floyd` (the engine's now): one lane per token; Floyd's algorithm draws a uniform k-subset from k Philox numbers
+  (for j = E−k … E−1: t uniform in [0, j]; take t, or j when t is taken already). ~580 instructions for any E; no
+  cross-lane step. Its slot order is not random (late slots lean to high expert ids); nothing downstream reads the
+  order: the weights are all 1 and the MoE sums over the slots.
+
+`python -m benchmarks.kernels.bench_uniform_route` times both (and each suspect of the first) on the H200.
 
 How the draws change between CUDA-graph replays: the seed is a call counter in GPU memory, read by every program and
 bumped by program 0. A replayed graph reads the live counter, so each replay and each layer draws afresh (a seed
@@ -25,6 +29,7 @@ after program 0's bump: each token's draw is still uniform and its experts disti
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -32,11 +37,49 @@ import triton
 import triton.language as tl
 
 STRATEGY = "uniform_one_launch"
-TOKENS_PER_PROGRAM = 16
+SAMPLERS = ("floyd", "topk")
+TOKENS_PER_PROGRAM = {"floyd": 32, "topk": 16}  # floyd: one warp of lanes, a token each
 
 
 @triton.jit
-def uniform_route_kernel(
+def _seed(counter_ptr, BUMP: tl.constexpr):
+    """This launch's seed: the live call counter, which program 0 then bumps for the next launch (or graph replay)."""
+    seed = tl.load(counter_ptr)
+    if BUMP and tl.program_id(0) == 0:
+        tl.atomic_add(counter_ptr, 1)
+    return seed
+
+
+@triton.jit
+def uniform_route_floyd_kernel(
+    counter_ptr,
+    ids_ptr,
+    weights_ptr,
+    num_tokens,
+    NUM_EXPERTS: tl.constexpr,
+    TOP_K: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    BUMP: tl.constexpr,
+):
+    seed = _seed(counter_ptr, BUMP)
+    tokens = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+    valid = tokens < num_tokens
+    picked = ()  # this token's experts so far, one tensor a slot (static_range unrolls, so the tuple may grow)
+    for slot in tl.static_range(TOP_K):
+        bound = NUM_EXPERTS - TOP_K + slot  # Floyd's j: E - k, ..., E - 1
+        draw = tl.randint(seed, tokens * TOP_K + slot)
+        candidate = tl.umulhi(draw, bound + 1).to(tl.int32)  # uniform in [0, j] (bias < j / 2^32)
+        taken = candidate < 0  # all False, in the lanes' shape
+        for earlier in tl.static_range(slot):
+            taken = taken | (picked[earlier] == candidate)
+        expert = tl.where(taken, bound, candidate)  # j itself cannot be taken yet: earlier slots drew below j
+        picked = picked + (expert,)  # noqa: RUF005 (Triton's code generator takes no starred tuple)
+        tl.store(ids_ptr + tokens * TOP_K + slot, expert.to(ids_ptr.dtype.element_ty), mask=valid)
+        tl.store(weights_ptr + tokens * TOP_K + slot, tl.full([BLOCK_T], 1.0, tl.float32), mask=valid)
+
+
+@triton.jit
+def uniform_route_topk_kernel(
     counter_ptr,
     ids_ptr,
     weights_ptr,
@@ -49,11 +92,8 @@ def uniform_route_kernel(
     PHILOX: tl.constexpr,  # False only in the bench's variant that isolates Philox's cost (a hash instead)
     UNROLL: tl.constexpr,  # False: the TOP_K passes as a loop, not unrolled (the bench's compact-code variant)
 ):
-    pid = tl.program_id(0)
-    seed = tl.load(counter_ptr)
-    if BUMP and pid == 0:
-        tl.atomic_add(counter_ptr, 1)
-    tokens = pid * BLOCK_T + tl.arange(0, BLOCK_T)
+    seed = _seed(counter_ptr, BUMP)
+    tokens = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     experts = tl.arange(0, BLOCK_E)
     offsets = tokens[:, None] * NUM_EXPERTS + experts[None, :]
     if PHILOX:  # noqa: SIM108 (a constexpr branch: Triton compiles one side only)
@@ -86,38 +126,59 @@ def uniform_route(
     top_k: int,
     indices_type: torch.dtype,
     *,
-    tokens_per_program: int = TOKENS_PER_PROGRAM,
-    num_warps: int = 4,
+    sampler: str = "floyd",
+    tokens_per_program: int | None = None,
+    num_warps: int | None = None,
     bump: bool = True,
     philox: bool = True,
     unroll: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(weights float32 of ones, ids) of shape (num_tokens, top_k): top_k distinct uniform experts per token.
 
-    tokens_per_program, num_warps, bump=False, philox=False and unroll=False are the variants that
-    `benchmarks.kernels.bench_uniform_route` compares to find where the 20.4 µs go; the engine runs the defaults."""
+    The engine runs the defaults (`floyd`, 32 tokens a one-warp program). `sampler="topk"`, tokens_per_program,
+    num_warps, bump=False and (topk only) philox=False and unroll=False are the variants that
+    `benchmarks.kernels.bench_uniform_route` compares."""
     if not 1 <= top_k <= num_experts:
         raise ValueError(f"top_k={top_k} with {num_experts} experts: need 1 <= top_k <= experts")
+    launch = Launch.of(sampler, num_experts, top_k, tokens_per_program, num_warps, bump, philox, unroll)
     device = counter.device
     ids = torch.empty(num_tokens, top_k, dtype=indices_type, device=device)
     weights = torch.empty(num_tokens, top_k, dtype=torch.float32, device=device)
     if num_tokens:
-        grid = (triton.cdiv(num_tokens, tokens_per_program),)
-        uniform_route_kernel[grid](
-            counter,
-            ids,
-            weights,
-            num_tokens,
-            NUM_EXPERTS=num_experts,
-            TOP_K=top_k,
-            BLOCK_E=triton.next_power_of_2(num_experts),
-            BLOCK_T=tokens_per_program,
-            BUMP=bump,
-            PHILOX=philox,
-            UNROLL=unroll,
-            num_warps=num_warps,
-        )
+        grid = (triton.cdiv(num_tokens, launch.block_t),)
+        launch.kernel[grid](counter, ids, weights, num_tokens, **launch.constants, num_warps=launch.num_warps)
     return weights, ids
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A sampler's kernel, constexpr arguments and warps: what `uniform_route` launches and what the sm_90 code
+    count (benchmarks/kernels/uniform_route_code.py) compiles."""
+
+    kernel: Any
+    constants: dict[str, Any]
+    block_t: int
+    num_warps: int
+
+    @staticmethod
+    def of(
+        sampler: str,
+        num_experts: int,
+        top_k: int,
+        tokens_per_program: int | None = None,
+        num_warps: int | None = None,
+        bump: bool = True,
+        philox: bool = True,
+        unroll: bool = True,
+    ) -> Launch:
+        if sampler not in SAMPLERS:
+            raise ValueError(f"sampler={sampler!r}: accepted: {', '.join(SAMPLERS)}")
+        block_t = tokens_per_program or TOKENS_PER_PROGRAM[sampler]
+        common = {"NUM_EXPERTS": num_experts, "TOP_K": top_k, "BLOCK_T": block_t, "BUMP": bump}
+        if sampler == "floyd":
+            return Launch(uniform_route_floyd_kernel, common, block_t, num_warps or 1)
+        extra = {"BLOCK_E": triton.next_power_of_2(num_experts), "PHILOX": philox, "UNROLL": unroll}
+        return Launch(uniform_route_topk_kernel, {**common, **extra}, block_t, num_warps or 4)
 
 
 def make_strategy() -> Any:

@@ -1,33 +1,43 @@
-"""Where the one-launch uniform routing's 20.4 µs go (2026-12-05b profile), against vLLM's `uniform_random`.
+"""Where the one-launch uniform routing's 20.4 µs went (2026-12-05b profile), against vLLM's `uniform_random`.
 
     python -m benchmarks.kernels.bench_uniform_route [--shapes 128:8,8:2] [--ms 1,8,64,512] [--reps 3] [--out DIR]
 
-`benchmarks/e2e/uniform_route.py` draws a uniform top-k in one Triton launch per MoE layer; in the engine it took
-20.4 µs per launch at one token, where vLLM's strategy (`torch.rand`, `torch.topk`, `torch.ones`) took 11.3 µs in
-three. Each variant here changes one suspect:
+`benchmarks/e2e/uniform_route.py` draws a uniform top-k in one Triton launch per MoE layer. Its first sampler (`topk`)
+took 20.4 µs per launch at one token in the engine, where vLLM's strategy (`torch.rand`, `torch.topk`, `torch.ones`)
+took 11.3 µs in three. Each variant here changes one suspect:
 
   vllm_three        vLLM's strategy as it runs in the engine (the three torch ops);
-  shipped           the engine's launch: 16 tokens per program, 4 warps, the counter bumped by an atomic;
+  topk_tile         the 2026-12-05b engine launch: the topk sampler, 16 tokens per program, 4 warps, the counter
+                    bumped by an atomic (6,032 SASS instructions on sm_90, all run once);
   no_atomic         the same without the atomic (the seed is read, never bumped: every call draws alike);
   one_warp          16 tokens per program, 1 warp: the argmax reductions stay inside a warp;
   token_per_warp    1 token per program, 1 warp: no masked rows in the argmax passes;
   token_per_warp_no_atomic  both;
-  no_philox         the shipped layout with a multiplicative hash for keys instead of Philox (timing only: not
-                    uniform). The launch took as long at 512 tokens (32 programs) as at one in the 2026-12-05b trace
-                    (18.9 against 20.7 µs), so the cost is per launch, not per token;
-  compact           1 token per warp (4 keys per thread for 128 experts) and the top-k passes as a loop: the
-                    smallest code.
+  no_philox         topk_tile with a multiplicative hash for keys instead of Philox (timing only: not uniform;
+                    5,384 instructions: Philox is not what makes the code long);
+  compact           1 token per warp (4 keys per thread for 128 experts) and the top-k passes as a loop (328
+                    instructions);
+  floyd             the engine's sampler now: a lane per token, Floyd's k-subset draw (~580 instructions);
+  floyd_no_atomic   floyd without the atomic.
+
+The launch took as long at 512 tokens (32 programs) as at one in the 2026-12-05b trace (18.9 against 20.7 µs), so the
+cost is per launch, not per token. The lead is the code's length: `python -m benchmarks.kernels.uniform_route_code`
+counts each variant's sm_90 instructions on any machine. If it holds, topk_tile and no_philox are slow in cold_code
+(below), and compact and floyd are near vllm_three's single kernels.
 
 Each cell: the median of --reps timings, each `tools/measure.graph_us` over 16 calls captured in one CUDA graph (the
-engine replays its graph, so launch gaps are a graph's), spread (max − min) ÷ median beside it. Two conditions:
+engine replays its graph, so launch gaps are a graph's), spread (max − min) ÷ median beside it. Three conditions:
 
-  warm   the calls back to back: the kernel's code and data stay in the caches;
-  cold   each call after a read of a buffer larger than L2 (96 MiB), the read's own time subtracted: what the engine
-         does, where ~14 other kernels and ~40 MB of weights pass between two routing launches. One hypothesis for
-         the 20 µs is the kernel's code: everything unrolled (Philox for 16 keys per thread, 8 argmax passes), fetched
-         from memory at each launch, which would cost per launch, whatever the token count. Warm calls cannot show it.
- Writes
-h200_uniform_route.csv / .md into --out (default: the kernel results folder).
+  warm       the calls back to back: the kernel's data stay in the caches, and its code as far as it fits;
+  cold       each call after a read of a buffer larger than L2 (96 MiB): L2 holds neither data nor code, but the
+             SMs' instruction caches may still hold the kernel (the read's own code is short);
+  cold_code  each call after that read and two launches of long code on every SM (the topk sampler at 256 experts,
+             top-k 7 and 6: ~13,000 instructions, ~210 KB): what the engine does, where ~14 other kernels (GEMMs
+             and attention of long code) and ~40 MB of weights pass between two routing launches.
+The time of what runs between calls is measured alone and subtracted. If code fetch is the cost, the long variants
+are slow in cold_code and the short ones are not.
+
+Writes h200_uniform_route.csv / .md into --out (default: the kernel results folder).
 """
 
 from __future__ import annotations
@@ -48,16 +58,20 @@ BENCH_M = (1, 8, 64, 512)
 # variant → uniform_route keyword arguments (None: vLLM's three torch ops)
 VARIANTS: dict[str, dict[str, Any] | None] = {
     "vllm_three": None,
-    "shipped": {},
-    "no_atomic": {"bump": False},
-    "one_warp": {"num_warps": 1},
-    "token_per_warp": {"tokens_per_program": 1, "num_warps": 1},
-    "token_per_warp_no_atomic": {"tokens_per_program": 1, "num_warps": 1, "bump": False},
-    "no_philox": {"philox": False},
-    "compact": {"tokens_per_program": 1, "num_warps": 1, "unroll": False},
+    "topk_tile": {"sampler": "topk"},
+    "no_atomic": {"sampler": "topk", "bump": False},
+    "one_warp": {"sampler": "topk", "num_warps": 1},
+    "token_per_warp": {"sampler": "topk", "tokens_per_program": 1, "num_warps": 1},
+    "token_per_warp_no_atomic": {"sampler": "topk", "tokens_per_program": 1, "num_warps": 1, "bump": False},
+    "no_philox": {"sampler": "topk", "philox": False},
+    "compact": {"sampler": "topk", "tokens_per_program": 1, "num_warps": 1, "unroll": False},
+    "floyd": {},
+    "floyd_no_atomic": {"bump": False},
 }
-CONDITIONS = ("warm", "cold")
+CONDITIONS = ("warm", "cold", "cold_code")
 FLUSH_BYTES = 96 << 20  # > the H200's 50 MB L2
+# (experts, top_k) of the code evictor: the topk sampler at shapes no row measures (its binaries would be warmed)
+EVICTOR_SHAPES = ((256, 7), (256, 6))
 COLUMNS = ("gpu", "torch", "triton", "timestamp", "condition", "experts", "top_k", "M",
            *(f"{v}_us" for v in VARIANTS), *(f"{v}_spread" for v in VARIANTS))  # fmt: skip
 
@@ -91,6 +105,7 @@ def bench(
     """Every (condition, shape, M) row; ``on_row(rows so far)`` after each, so a cut run keeps what it measured."""
     import torch
 
+    from benchmarks.e2e.uniform_route import uniform_route
     from tools.measure import graph_us
 
     flush_buffer = torch.ones(FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
@@ -99,11 +114,22 @@ def bench(
     def flush() -> None:
         torch.sum(flush_buffer, dim=0, out=flush_out)  # a whole-tensor sum has no out= form
 
-    def timed(call: Callable[[], None], cold: bool) -> float:
-        if not cold:
+    evictor_counter = torch.zeros(1, dtype=torch.int32, device="cuda")
+    evictor_tokens = 2 * 16 * torch.cuda.get_device_properties(0).multi_processor_count  # 2 programs per SM
+
+    def evict_code() -> None:
+        flush()
+        for experts, top_k in EVICTOR_SHAPES:
+            uniform_route(evictor_counter, evictor_tokens, experts, top_k, torch.int32, sampler="topk")
+
+    between_calls: dict[str, Callable[[], None] | None] = {"warm": None, "cold": flush, "cold_code": evict_code}
+
+    def timed(call: Callable[[], None], condition: str) -> float:
+        between = between_calls[condition]
+        if between is None:
             return graph_us(lambda: [call() for _ in range(CALLS)], calls=CALLS)
-        pair = graph_us(lambda: [(flush(), call()) for _ in range(CALLS)], calls=CALLS)
-        return pair - graph_us(lambda: [flush() for _ in range(CALLS)], calls=CALLS)
+        pair = graph_us(lambda: [(between(), call()) for _ in range(CALLS)], calls=CALLS)
+        return pair - graph_us(lambda: [between() for _ in range(CALLS)], calls=CALLS)
 
     rows = []
     for condition in CONDITIONS:
@@ -113,7 +139,7 @@ def bench(
                 times: dict[str, list[float]] = {v: [] for v in VARIANTS}
                 for _ in range(reps):  # variants in turn, rep by rep: drift hits all alike
                     for v, call in calls.items():
-                        times[v].append(timed(call, condition == "cold"))
+                        times[v].append(timed(call, condition))
                 row: dict[str, Any] = {"condition": condition, "experts": experts, "top_k": top_k, "M": m}
                 for v, t in times.items():
                     row[f"{v}_us"], row[f"{v}_spread"] = round(statistics.median(t), 2), round(spread(t), 3)

@@ -165,6 +165,7 @@ def test_a_trace_without_graph_replays_says_why(tmp_path: Path) -> None:
         ),
         ("void at::native::sbtopk::gatherTopK<float, unsigned int, 2, false>", "routing_simulator"),
         ("uniform_route_kernel", "routing_simulator"),  # ours, one launch per layer (benchmarks/e2e/uniform_route.py)
+        ("uniform_route_floyd_kernel", "routing_simulator"),  # its Floyd sampler (2026-12-05 on)
         ("act_and_mul_kernel<silu>", "activation"),
         ("scaled_fp8_quant_kernel", "quant"),
         ("void vllm::scaled_fp8_quant_kernel_strided<c10::BFloat16, c10::Float8_e4m3fn>", "quant"),

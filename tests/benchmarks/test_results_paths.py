@@ -9,7 +9,13 @@ import argparse
 import pytest
 
 from benchmarks.e2e import run_args as e2e_args
-from benchmarks.kernels import bench_fused_moe, bench_moe_configs, bench_rope_fp8, bench_uniform_route
+from benchmarks.kernels import (
+    bench_fused_moe,
+    bench_moe_configs,
+    bench_rope_fp8,
+    bench_uniform_route,
+    uniform_route_code,
+)
 from benchmarks.paths import E2E_RESULTS, KERNEL_RESULTS, RESULTS, SERVING_RESULTS
 from tests.conftest_paths import REPO
 from tests.docker.build_context import checkout_files
@@ -55,8 +61,14 @@ def _default(main_module, dest: str):
 
 @pytest.mark.parametrize(
     "module, dest",
-    [(bench_fused_moe, "out"), (bench_rope_fp8, "out"), (bench_moe_configs, "out_dir"), (bench_uniform_route, "out")],
-    ids=["bench_fused_moe", "bench_rope_fp8", "bench_moe_configs", "bench_uniform_route"],
+    [
+        (bench_fused_moe, "out"),
+        (bench_rope_fp8, "out"),
+        (bench_moe_configs, "out_dir"),
+        (bench_uniform_route, "out"),
+        (uniform_route_code, "out"),
+    ],
+    ids=["bench_fused_moe", "bench_rope_fp8", "bench_moe_configs", "bench_uniform_route", "uniform_route_code"],
 )
 def test_the_kernel_benches_write_to_the_kernel_results_by_default(module, dest):
     assert _default(module, dest) == KERNEL_RESULTS

@@ -135,6 +135,28 @@ def test_uniform_one_launch_routes_uniformly_to_distinct_experts_and_draws_afres
         uniform_route.uniform_route(counter, 1, 8, 9, torch.int32)
 
 
+@pytest.mark.parametrize("sampler", ["floyd", "topk"])
+def test_each_sampler_draws_every_k_subset_equally_often(sampler: str) -> None:
+    """Uniform per expert is not enough: Floyd's draw must make every set of k experts equally likely, as the top-k
+    of uniform keys does. 6 experts, top-3: 20 subsets, 400 expected draws each (a binomial spread of ~20)."""
+    torch = pytest.importorskip("torch")
+    from benchmarks.e2e import uniform_route
+
+    tokens = 8_000
+    _, ids = uniform_route.uniform_route(torch.zeros(1, dtype=torch.int32), tokens, 6, 3, torch.int32, sampler=sampler)
+    subsets = Counter(tuple(sorted(row)) for row in ids.tolist())
+    assert len(subsets) == 20
+    assert max(abs(n - tokens / 20) for n in subsets.values()) < 5 * (tokens / 20) ** 0.5
+
+
+def test_an_unknown_sampler_is_refused_naming_the_accepted_ones() -> None:
+    torch = pytest.importorskip("torch")
+    from benchmarks.e2e import uniform_route
+
+    with pytest.raises(ValueError, match="sampler='gumbel': accepted: floyd, topk"):
+        uniform_route.uniform_route(torch.zeros(1, dtype=torch.int32), 1, 8, 2, torch.int32, sampler="gumbel")
+
+
 def test_the_plugin_registers_uniform_one_launch_with_vllms_simulator() -> None:
     torch = pytest.importorskip("torch")
     from vllm.model_executor.layers.fused_moe.router.routing_simulator_router import RoutingSimulator
