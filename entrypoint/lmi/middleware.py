@@ -30,7 +30,7 @@ from entrypoint.lmi.engine_processes import EngineProcesses
 from entrypoint.lmi.errors import LMIError
 from entrypoint.lmi.json_io import dumps_line, loads_vllm
 from entrypoint.lmi.lifecycle import Message, Receive, Scope, engine_stopped, watch_lifespan
-from entrypoint.lmi.refusal import lmi_refusal, openai_refusal
+from entrypoint.lmi.refusal import completion_fields, lmi_refusal, openai_refusal
 from entrypoint.lmi.request import (
     CUSTOM_ATTRIBUTES_HEADER,
     LMIRequest,
@@ -131,7 +131,7 @@ class LMIMiddleware:
             if schema is not Schema.LMI:
                 await self._passthrough(schema, body, _json_scope(scope, raw), _replay(raw, receive), send)
                 return
-            req = parse_lmi_request(body)
+            req = parse_lmi_request(body, completion_fields())
         except LMIError as error:
             await _send_json(send, error.code, error.body())
             return

@@ -64,6 +64,18 @@ def request_model(schema: Schema) -> Any | None:
     return None
 
 
+@functools.cache
+def completion_fields() -> frozenset[str] | None:
+    """Every name vLLM's CompletionRequest takes (fields and their aliases): an LMI parameter outside these and
+    LMI's own is refused before vLLM, which would ignore it (entrypoint.lmi.request). None without vLLM."""
+    model = request_model(Schema.COMPLETION)
+    if model is None:
+        return None
+    names = set(model.model_fields)
+    names.update(field.alias for field in model.model_fields.values() if field.alias)
+    return frozenset(names)
+
+
 def find_problem(body: Mapping[str, Any], schema: Schema, rename: Callable[[str], str] = str) -> FieldProblem | None:
     """The first field of `body` vLLM's request model refuses; `rename` maps a top-level key to the client's name."""
     if schema is Schema.CHAT and not isinstance(body.get("messages"), list):

@@ -11,11 +11,12 @@ Bodies with "prompt" or "messages" are classified and then left untouched. The a
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -182,7 +183,8 @@ _LMI_NAME_OF_FORWARDED = {
 }
 
 
-# The "parameters" parse_lmi_request translates itself; any other key goes to vLLM by name.
+# The "parameters" parse_lmi_request translates itself; any other key goes to vLLM by name where its completion
+# request has that field (_drop_or_refuse_unknown).
 LMI_PARAMETERS = frozenset(
     {
         "max_new_tokens",
@@ -201,6 +203,49 @@ LMI_PARAMETERS = frozenset(
         "stop_sequences",
     }
 )
+
+
+# TGI parameters vLLM has no field for. Client libraries send some at a neutral value (TGI's Python client,
+# text_generation, sends watermark=false): that value, or null, is accepted and dropped; any other is refused,
+# as the server cannot honour it.
+_TGI_WITHOUT_VLLM_FIELD: dict[str, tuple[Any, ...]] = {
+    "watermark": (False,),
+    "top_n_tokens": (0,),
+    "typical_p": (),
+    "adapter_id": (),
+    "grammar": (),
+}
+
+
+def _drop_or_refuse_unknown(params: dict[str, Any], completion_fields: Collection[str] | None) -> dict[str, Any]:
+    """params without the reserved names at null and TGI's at their neutral value; a 400 for a name neither LMI
+    nor vLLM knows.
+
+    vLLM's request models accept unknown fields and ignore them (OpenAIBaseModel, extra="allow"), so a typo
+    ("max_new_token") would be answered with the defaults, without a word. `completion_fields` are the names vLLM's
+    CompletionRequest takes (entrypoint.lmi.refusal.completion_fields); None (vLLM not importable) skips the check."""
+    kept = {}
+    for name, value in params.items():
+        if name in _RESERVED:  # only null gets here (parse_lmi_request refused the others)
+            continue
+        if name in _TGI_WITHOUT_VLLM_FIELD:
+            neutral = _TGI_WITHOUT_VLLM_FIELD[name]
+            if value is None or any(value == n and type(value) is type(n) for n in neutral):
+                continue
+            accepted = " or ".join(["null", *(json.dumps(n) for n in neutral)])
+            raise field_error(f"parameters.{name}", value, f"{accepted} (TGI's {name}: vLLM has none to apply it)")
+        if completion_fields is not None and name not in LMI_PARAMETERS and name not in completion_fields:
+            known = sorted(LMI_PARAMETERS | (set(completion_fields) - set(_RESERVED)))
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+            guess = f" (did you mean {close[0]}?)" if close else ""
+            raise LMIError(
+                400,
+                f"Input parsing failed: parameters.{name}={shown(value)}: not a parameter{guess}; accepted: the LMI "
+                f"parameters ({', '.join(sorted(LMI_PARAMETERS))}) or a vLLM completion field by its name "
+                "(min_tokens, stop_token_ids, logit_bias, ...)",
+            )
+        kept[name] = value
+    return kept
 
 
 def lmi_field_name(forwarded: str) -> str:
@@ -283,8 +328,11 @@ def _has_non_finite(value: object) -> bool:
     return False
 
 
-def parse_lmi_request(body: Mapping[str, Any]) -> LMIRequest:
-    """Validate an LMI body and build the vLLM completion request; LMIError(400) names the field."""
+def parse_lmi_request(body: Mapping[str, Any], completion_fields: Collection[str] | None = None) -> LMIRequest:
+    """Validate an LMI body and build the vLLM completion request; LMIError(400) names the field.
+
+    completion_fields: the names vLLM's CompletionRequest takes; a parameter in neither it nor LMI_PARAMETERS is
+    refused (None: not checked)."""
     inputs = body.get("inputs")
     batch = isinstance(inputs, list)
     # vLLM refuses an empty prompt in its own words ("The decoder prompt cannot be empty")
@@ -304,12 +352,13 @@ def parse_lmi_request(body: Mapping[str, Any]) -> LMIRequest:
     if not isinstance(params, dict):
         raise field_error("parameters", params, "a JSON object")
     for name in params:
-        if name in _RESERVED:
+        if name in _RESERVED and params[name] is not None:  # null: not set (TGI's client sends "best_of": null)
             raise LMIError(
                 400,
                 f"Input parsing failed: parameters.{name}={shown(params[name])}: not accepted in an LMI body's "
                 f"parameters; accepted instead: {_RESERVED[name]}",
             )
+    params = _drop_or_refuse_unknown(params, completion_fields)
 
     max_new_tokens = _want_int(params, "max_new_tokens", 1)
     temperature = _want_number(params, "temperature", 0.0, 2.0, low_open=False)  # vLLM refuses > 2
@@ -328,7 +377,7 @@ def parse_lmi_request(body: Mapping[str, Any]) -> LMIRequest:
     ignore_eos = bool(_want_bool(params, "ignore_eos_token"))
     stops = _stop_list(params)
 
-    # Any other key is a vLLM sampling field passed through by name (LMI does the same); vLLM
+    # Any other key is a vLLM completion field passed through by name (LMI does the same); vLLM
     # validates it and its 400 comes back in LMI's shape. What we forward must be JSON, so a
     # non-finite number (a caller that built the dict itself; classify_body refuses them) is a 400.
     completion: dict[str, Any] = {k: v for k, v in params.items() if k not in LMI_PARAMETERS}

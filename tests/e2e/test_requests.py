@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.entrypoint.lmi.test_middleware import TGI_CLIENT_PARAMETERS
 from tools.local_server import Server
 
 JSONLINES = "application/jsonlines"
@@ -213,6 +214,15 @@ def test_completions_on_invocations_is_passed_through(client: httpx.Client) -> N
     assert answer["object"] == "text_completion" and answer["usage"]["completion_tokens"] == 4
 
 
+def test_the_tgi_python_clients_body_is_served_as_an_lmi_body(client: httpx.Client) -> None:
+    """Every field of TGI's client parameter model, unset ones null: greedy, 20 tokens (its max_new_tokens; the EOS
+    ignored so that the tiny model cannot stop early)."""
+    body = {"inputs": "Hello", "parameters": {**TGI_CLIENT_PARAMETERS, "details": True, "ignore_eos_token": True}}
+    response = invoke(client, body)
+    assert response.status_code == 200, response.text
+    assert response.json()["details"]["generated_tokens"] == 20
+
+
 def test_completions_route_and_invocations_agree(client: httpx.Client) -> None:
     body = {"prompt": "Hello", "max_tokens": 6, "temperature": 0}
     direct = client.post("/v1/completions", json=body).json()["choices"][0]["text"]
@@ -253,6 +263,18 @@ def test_completions_route_and_invocations_agree(client: httpx.Client) -> None:
             400,
             "parameters.min_tokens='x'",
             id="passed-through vLLM field of the wrong type",
+        ),
+        pytest.param(  # vLLM would ignore it and answer with the default 30 tokens
+            b'{"inputs": "a", "parameters": {"max_new_token": 5}}',
+            400,
+            "parameters.max_new_token=5: not a parameter (did you mean max_new_tokens?)",
+            id="a misspelt parameter",
+        ),
+        pytest.param(
+            b'{"inputs": "a", "parameters": {"watermark": true}}',
+            400,
+            "parameters.watermark=True: expected null or false",
+            id="a TGI parameter vLLM cannot apply",
         ),
         pytest.param(
             b'{"inputs": "a", "parameters": {"seed": 9223372036854775808}}',

@@ -164,6 +164,42 @@ def test_lmi_body_reaches_vllm_as_a_json_completion_request() -> None:
     assert seen["custom_attributes"] == {"a": "1", "b": "2"}
 
 
+@pytest.mark.parametrize("stream", [True, False], ids=["streaming", "unary"])
+def test_an_lmi_parameter_vllm_would_ignore_is_refused_before_vllm(stream: bool) -> None:
+    """vLLM's CompletionRequest (the real one) takes unknown fields and ignores them: the typo is caught here."""
+    app = make_app()
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
+    body = {"inputs": "answer", "stream": stream, "parameters": {"max_new_token": 5}}
+    CompletionRequest.model_validate({"prompt": "answer", "max_new_token": 5})  # vLLM itself would take it
+    response = run(client.post("/invocations", json=body))
+    assert response.status_code == 400, response.text
+    assert "parameters.max_new_token=5: not a parameter (did you mean max_new_tokens?)" in response.json()["error"]
+    assert not hasattr(app.state, "last_seen")
+    body["parameters"] = {"min_tokens": 2, "watermark": False}  # vLLM's name passes; TGI's neutral one is dropped
+    assert run(client.post("/invocations", json={**body, "stream": False})).status_code == 200
+    assert app.state.last_seen["body"] == {"min_tokens": 2, "prompt": "answer", "max_tokens": 30, "temperature": 0.0}
+
+
+# TGI's Python client (text_generation.Client.generate) sends every field of its Parameters model, unset ones as null
+TGI_CLIENT_PARAMETERS = {
+    "do_sample": False, "max_new_tokens": 20, "repetition_penalty": None, "frequency_penalty": None,
+    "return_full_text": False, "stop": [], "seed": None, "temperature": None, "top_k": None, "top_p": None,
+    "truncate": None, "typical_p": None, "best_of": None, "watermark": False, "details": False,
+    "decoder_input_details": False, "top_n_tokens": None, "grammar": None, "adapter_id": None,
+}  # fmt: skip
+
+
+def test_the_tgi_clients_full_parameter_set_is_served() -> None:
+    app = make_app()
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
+    body = {"inputs": "answer", "parameters": TGI_CLIENT_PARAMETERS, "stream": False}
+    response = run(client.post("/invocations", json=body))
+    assert response.status_code == 200, response.text
+    seen = app.state.last_seen
+    assert seen["handler"] == "completion"  # vLLM's real CompletionRequest took what was forwarded
+    assert seen["body"] == {"frequency_penalty": None, "prompt": "answer", "max_tokens": 20, "temperature": 0.0}
+
+
 def test_openai_bodies_pass_through_unchanged() -> None:
     app = make_app()
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")

@@ -225,6 +225,46 @@ def test_a_list_of_inputs_is_a_batch() -> None:
     assert req.batch and req.completion["prompt"] == ["a", "b"]
 
 
+# What vLLM's CompletionRequest takes, as far as these tests need (entrypoint.lmi.refusal.completion_fields reads the
+# real list; tests/entrypoint/lmi/test_middleware.py and tests/e2e use it)
+SOME_COMPLETION_FIELDS = frozenset({"prompt", "max_tokens", "min_tokens", "stop_token_ids", "logit_bias", "n"})
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        pytest.param({"max_new_token": 5}, "parameters.max_new_token=5: not a parameter (did you mean max_new_tokens?)",
+                     id="a typo of an LMI name"),
+        pytest.param({"min_token": 2}, "parameters.min_token=2: not a parameter (did you mean min_tokens?)",
+                     id="a typo of a vLLM name"),
+        pytest.param({"colour": "red"}, "parameters.colour='red': not a parameter; accepted: the LMI parameters "
+                     "(decoder_input_details, details, do_sample,", id="no near name"),
+        pytest.param({"watermark": True}, "parameters.watermark=True: expected null or false (TGI's watermark",
+                     id="TGI watermark on"),
+        pytest.param({"top_n_tokens": 3}, "parameters.top_n_tokens=3: expected null or 0", id="TGI top_n_tokens"),
+        pytest.param({"top_n_tokens": False}, "parameters.top_n_tokens=False: expected null or 0", id="bool is not 0"),
+        pytest.param({"typical_p": 0.9}, "parameters.typical_p=0.9: expected null (TGI's typical_p", id="typical_p"),
+    ],
+)  # fmt: skip
+def test_a_parameter_nobody_knows_is_refused_instead_of_ignored(params: dict[str, Any], message: str) -> None:
+    """vLLM ignores fields it has no name for: a typo would run with the defaults, without a word."""
+    with pytest.raises(LMIError) as refused:
+        parse_lmi_request({"inputs": "x", "parameters": params}, SOME_COMPLETION_FIELDS)
+    assert refused.value.code == 400 and refused.value.message.startswith(f"Input parsing failed: {message}")
+
+
+def test_tgi_parameters_at_their_neutral_value_are_dropped_and_known_ones_pass() -> None:
+    params = {"watermark": False, "top_n_tokens": 0, "typical_p": None, "adapter_id": None, "grammar": None,
+              "min_tokens": 2, "max_new_tokens": 4}  # fmt: skip
+    completion = parse_lmi_request({"inputs": "x", "parameters": params}, SOME_COMPLETION_FIELDS).completion
+    assert completion == {"min_tokens": 2, "prompt": "x", "max_tokens": 4, "temperature": 0.0}
+
+
+def test_without_vllms_field_list_other_names_pass_through() -> None:
+    completion = parse_lmi_request({"inputs": "x", "parameters": {"colour": "red"}}).completion
+    assert completion["colour"] == "red"
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [
