@@ -37,7 +37,8 @@ engine replays its graph, so launch gaps are a graph's), spread (max − min) ÷
 The time of what runs between calls is measured alone and subtracted. If code fetch is the cost, the long variants
 are slow in cold_code and the short ones are not.
 
-Writes h200_uniform_route.csv / .md into --out (default: the kernel results folder).
+Writes h200_uniform_route.csv / .md into --out (default: the kernel results folder). Then, on any machine,
+`python -m benchmarks.kernels.plot_uniform_route` joins the timings with the instruction counts (table and plot).
 """
 
 from __future__ import annotations
