@@ -193,3 +193,20 @@ def test_uniform_one_launch_draws_afresh_in_every_cuda_graph_replay() -> None:
     assert all(len(set(row)) == 8 for draw in draws for row in draw.tolist())
     assert not torch.equal(draws[0], draws[1]) and not torch.equal(draws[1], draws[2])
     assert counter.item() == 1 + 3  # the eager call and three replays (a capture records, it runs nothing)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("sampler", ["floyd", "topk"])
+def test_the_compiled_samplers_draw_distinct_experts_and_every_subset_alike(sampler: str) -> None:
+    """The interpreter tests above check the logic; the compiled code (Philox, umulhi on the GPU) must agree."""
+    torch = pytest.importorskip("torch")
+    from benchmarks.e2e import uniform_route
+
+    counter = torch.zeros(1, dtype=torch.int32, device="cuda")
+    _, ids = uniform_route.uniform_route(counter, 4096, 128, 8, torch.int32, sampler=sampler)
+    rows = ids.cpu().tolist()
+    assert all(len(set(row)) == 8 and min(row) >= 0 and max(row) < 128 for row in rows)
+    tokens = 20_000
+    _, ids = uniform_route.uniform_route(counter, tokens, 6, 3, torch.int32, sampler=sampler)
+    subsets = Counter(tuple(sorted(row)) for row in ids.cpu().tolist())
+    assert len(subsets) == 20 and max(abs(n - tokens / 20) for n in subsets.values()) < 5 * (tokens / 20) ** 0.5
