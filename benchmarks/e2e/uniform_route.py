@@ -21,10 +21,9 @@ Two samplers draw the same distribution (top_k distinct experts per token, every
 
 `python -m benchmarks.kernels.bench_uniform_route` times both (and each suspect of the first) on the H200.
 
-How the draws change between CUDA-graph replays: the seed is a call counter in GPU memory, read by every program and
-bumped by program 0. A replayed graph reads the live counter, so each replay and each layer draws afresh (a seed
-passed from Python would be a constant baked into the graph). Programs of one launch may read the counter before or
-after program 0's bump: each token's draw is still uniform and its experts distinct, which is all a row needs.
+How the draws change between CUDA-graph replays: the seed is a counter in GPU memory that each program takes and
+bumps with one atomic. A replayed graph reads the live counter, so each replay, each layer and each program draws
+afresh (a seed passed from Python would be a constant baked into the graph).
 """
 
 from __future__ import annotations
@@ -43,10 +42,13 @@ TOKENS_PER_PROGRAM = {"floyd": 32, "topk": 16}  # floyd: one warp of lanes, a to
 
 @triton.jit
 def _seed(counter_ptr, BUMP: tl.constexpr):
-    """This launch's seed: the live call counter, which program 0 then bumps for the next launch (or graph replay)."""
-    seed = tl.load(counter_ptr)
-    if BUMP and tl.program_id(0) == 0:
-        tl.atomic_add(counter_ptr, 1)
+    """This program's seed: the live call counter, taken and bumped by one atomic, so no two programs of any launches
+    share a seed. (Until 2026-12-05 program 0 alone bumped it and the others read it: a program that read it late in
+    one launch and early in the next drew the same experts twice, from the second program of a launch on.)"""
+    if BUMP:  # noqa: SIM108 (a constexpr branch: Triton compiles one side only)
+        seed = tl.atomic_add(counter_ptr, 1)
+    else:
+        seed = tl.load(counter_ptr)
     return seed
 
 

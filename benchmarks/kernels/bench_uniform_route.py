@@ -8,14 +8,14 @@ took 11.3 µs in three. Each variant here changes one suspect:
 
   vllm_three        vLLM's strategy as it runs in the engine (the three torch ops);
   topk_tile         the 2026-12-05b engine launch: the topk sampler, 16 tokens per program, 4 warps, the counter
-                    bumped by an atomic (6,032 SASS instructions on sm_90, all run once);
+                    bumped by an atomic (~6,000 SASS instructions on sm_90, all run once);
   no_atomic         the same without the atomic (the seed is read, never bumped: every call draws alike);
   one_warp          16 tokens per program, 1 warp: the argmax reductions stay inside a warp;
   token_per_warp    1 token per program, 1 warp: no masked rows in the argmax passes;
   token_per_warp_no_atomic  both;
   no_philox         topk_tile with a multiplicative hash for keys instead of Philox (timing only: not uniform;
-                    5,384 instructions: Philox is not what makes the code long);
-  compact           1 token per warp (4 keys per thread for 128 experts) and the top-k passes as a loop (328
+                    ~5,400 instructions: Philox is not what makes the code long);
+  compact           1 token per warp (4 keys per thread for 128 experts) and the top-k passes as a loop (~340
                     instructions);
   floyd             the engine's sampler now: a lane per token, Floyd's k-subset draw (~580 instructions);
   floyd_no_atomic   floyd without the atomic.

@@ -11,7 +11,6 @@ Bodies with "prompt" or "messages" are classified and then left untouched. The a
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import re
@@ -21,7 +20,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from entrypoint.lmi.errors import LMIError, field_error, shown
+from entrypoint.lmi.errors import LMIError, field_error
+from entrypoint.lmi.parameter_names import LMI_PARAMETERS, screen
 
 LMI_DEFAULT_MAX_NEW_TOKENS = 30  # LMI's default; users complain it is short, but clients rely on it
 CUSTOM_ATTRIBUTES_HEADER = "x-amzn-sagemaker-custom-attributes"
@@ -121,53 +121,6 @@ class LMIRequest:
     stream_prefix: str = ""
 
 
-_CHAT_BODY = "an OpenAI chat body ('messages' instead of 'inputs'); an LMI body is a completion"
-
-# Fields the translation itself sets, or that would change what vLLM does with the body: a user
-# sending them in "parameters" gets a 400 that names the LMI way to say it, instead of a silent
-# override, a silently ignored field or another handler.
-_RESERVED = {
-    "prompt": "top-level 'inputs'",
-    "stream": "top-level 'stream'",
-    "stream_options": "top-level 'stream'",
-    "model": "no model name (the server serves one model)",
-    "max_tokens": "max_new_tokens",
-    "echo": "return_full_text",
-    "logprobs": "details",
-    "prompt_logprobs": "decoder_input_details",
-    "truncate_prompt_tokens": "truncate",
-    "ignore_eos": "ignore_eos_token",
-    "return_token_ids": "details",
-    "return_tokens_as_token_ids": "details",
-    "n": "one generation per input (send a list of inputs for several)",
-    "best_of": "one generation per input",
-    "max_completion_tokens": "max_new_tokens",
-    "prompt_embeds": "top-level 'inputs' (text)",
-    # vLLM's /invocations tries its chat request model first: a completion body that also has
-    # "messages" is answered by the chat handler, which ignores the prompt (and a batch's length).
-    "messages": _CHAT_BODY,
-    # Chat-only fields: the completion handler would ignore them without a word.
-    **dict.fromkeys(
-        (
-            "add_generation_prompt",
-            "chat_template",
-            "chat_template_kwargs",
-            "continue_final_message",
-            "documents",
-            "include_reasoning",
-            "media_io_kwargs",
-            "mm_processor_kwargs",
-            "parallel_tool_calls",
-            "reasoning_effort",
-            "return_prompt_text",
-            "tool_choice",
-            "tools",
-            "top_logprobs",
-        ),
-        _CHAT_BODY,
-    ),
-}
-
 # The vLLM completion field each LMI name became: vLLM's own errors name these, the client sent
 # the LMI name. Any other pass-through key k is parameters.k (lmi_field_name).
 _LMI_NAME_OF_FORWARDED = {
@@ -181,71 +134,6 @@ _LMI_NAME_OF_FORWARDED = {
     "return_token_ids": "parameters.details",
     "prompt_logprobs": "parameters.decoder_input_details",
 }
-
-
-# The "parameters" parse_lmi_request translates itself; any other key goes to vLLM by name where its completion
-# request has that field (_drop_or_refuse_unknown).
-LMI_PARAMETERS = frozenset(
-    {
-        "max_new_tokens",
-        "temperature",
-        "top_p",
-        "top_k",
-        "repetition_penalty",
-        "seed",
-        "truncate",
-        "do_sample",
-        "details",
-        "decoder_input_details",
-        "return_full_text",
-        "ignore_eos_token",
-        "stop",
-        "stop_sequences",
-    }
-)
-
-
-# TGI parameters vLLM has no field for. Client libraries send some at a neutral value (TGI's Python client,
-# text_generation, sends watermark=false): that value, or null, is accepted and dropped; any other is refused,
-# as the server cannot honour it.
-_TGI_WITHOUT_VLLM_FIELD: dict[str, tuple[Any, ...]] = {
-    "watermark": (False,),
-    "top_n_tokens": (0,),
-    "typical_p": (),
-    "adapter_id": (),
-    "grammar": (),
-}
-
-
-def _drop_or_refuse_unknown(params: dict[str, Any], completion_fields: Collection[str] | None) -> dict[str, Any]:
-    """params without the reserved names at null and TGI's at their neutral value; a 400 for a name neither LMI
-    nor vLLM knows.
-
-    vLLM's request models accept unknown fields and ignore them (OpenAIBaseModel, extra="allow"), so a typo
-    ("max_new_token") would be answered with the defaults, without a word. `completion_fields` are the names vLLM's
-    CompletionRequest takes (entrypoint.lmi.refusal.completion_fields); None (vLLM not importable) skips the check."""
-    kept = {}
-    for name, value in params.items():
-        if name in _RESERVED:  # only null gets here (parse_lmi_request refused the others)
-            continue
-        if name in _TGI_WITHOUT_VLLM_FIELD:
-            neutral = _TGI_WITHOUT_VLLM_FIELD[name]
-            if value is None or any(value == n and type(value) is type(n) for n in neutral):
-                continue
-            accepted = " or ".join(["null", *(json.dumps(n) for n in neutral)])
-            raise field_error(f"parameters.{name}", value, f"{accepted} (TGI's {name}: vLLM has none to apply it)")
-        if completion_fields is not None and name not in LMI_PARAMETERS and name not in completion_fields:
-            known = sorted(LMI_PARAMETERS | (set(completion_fields) - set(_RESERVED)))
-            close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
-            guess = f" (did you mean {close[0]}?)" if close else ""
-            raise LMIError(
-                400,
-                f"Input parsing failed: parameters.{name}={shown(value)}: not a parameter{guess}; accepted: the LMI "
-                f"parameters ({', '.join(sorted(LMI_PARAMETERS))}) or a vLLM completion field by its name "
-                "(min_tokens, stop_token_ids, logit_bias, ...)",
-            )
-        kept[name] = value
-    return kept
 
 
 def lmi_field_name(forwarded: str) -> str:
@@ -331,8 +219,8 @@ def _has_non_finite(value: object) -> bool:
 def parse_lmi_request(body: Mapping[str, Any], completion_fields: Collection[str] | None = None) -> LMIRequest:
     """Validate an LMI body and build the vLLM completion request; LMIError(400) names the field.
 
-    completion_fields: the names vLLM's CompletionRequest takes; a parameter in neither it nor LMI_PARAMETERS is
-    refused (None: not checked)."""
+    completion_fields: the names vLLM's CompletionRequest takes; what becomes of every other name:
+    entrypoint.lmi.parameter_names (None: unknown names are not checked)."""
     inputs = body.get("inputs")
     batch = isinstance(inputs, list)
     # vLLM refuses an empty prompt in its own words ("The decoder prompt cannot be empty")
@@ -351,14 +239,7 @@ def parse_lmi_request(body: Mapping[str, Any], completion_fields: Collection[str
         params = {}
     if not isinstance(params, dict):
         raise field_error("parameters", params, "a JSON object")
-    for name in params:
-        if name in _RESERVED and params[name] is not None:  # null: not set (TGI's client sends "best_of": null)
-            raise LMIError(
-                400,
-                f"Input parsing failed: parameters.{name}={shown(params[name])}: not accepted in an LMI body's "
-                f"parameters; accepted instead: {_RESERVED[name]}",
-            )
-    params = _drop_or_refuse_unknown(params, completion_fields)
+    params = screen(params, completion_fields)
 
     max_new_tokens = _want_int(params, "max_new_tokens", 1)
     temperature = _want_number(params, "temperature", 0.0, 2.0, low_open=False)  # vLLM refuses > 2
@@ -377,8 +258,8 @@ def parse_lmi_request(body: Mapping[str, Any], completion_fields: Collection[str
     ignore_eos = bool(_want_bool(params, "ignore_eos_token"))
     stops = _stop_list(params)
 
-    # Any other key is a vLLM completion field passed through by name (LMI does the same); vLLM
-    # validates it and its 400 comes back in LMI's shape. What we forward must be JSON, so a
+    # Any other key is a vLLM completion field passed through by name (parameter_names.screen let it
+    # through); vLLM validates it and its 400 comes back in LMI's shape. What we forward must be JSON, so a
     # non-finite number (a caller that built the dict itself; classify_body refuses them) is a 400.
     completion: dict[str, Any] = {k: v for k, v in params.items() if k not in LMI_PARAMETERS}
     for name, value in completion.items():

@@ -123,9 +123,16 @@ def test_uniform_one_launch_routes_uniformly_to_distinct_experts_and_draws_afres
     assert len(picks) == experts
     expected = tokens * top_k / experts  # 128 picks per expert; a binomial spread of ~11
     assert max(abs(n - expected) for n in picks.values()) < 6 * expected**0.5
-    assert counter.item() == 1  # program 0 bumped the seed
+    programs = tokens // uniform_route.TOKENS_PER_PROGRAM["floyd"]
+    assert counter.item() == programs  # every program took a seed of its own
     _, again = uniform_route.uniform_route(counter, tokens, experts, top_k, torch.int32)
-    assert counter.item() == 2 and not torch.equal(ids, again)  # the next call (layer, replay) draws afresh
+    assert counter.item() == 2 * programs and not torch.equal(ids, again)  # the next call (layer, replay) draws afresh
+    # no program's draw repeats another's, within a launch or from one launch to the next (the seed is per program)
+    blocks = [
+        tuple(map(tuple, b))
+        for b in (ids.view(programs, -1, top_k).tolist() + again.view(programs, -1, top_k).tolist())
+    ]
+    assert len(set(blocks)) == 2 * programs
     # a token's draw does not depend on its neighbours: tokens of one program get different experts
     assert len({tuple(sorted(row)) for row in ids[:16].tolist()}) == 16
     # odd shapes: experts not a power of two (never picked beyond E), a token count off the program size

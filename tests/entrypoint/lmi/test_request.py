@@ -227,7 +227,13 @@ def test_a_list_of_inputs_is_a_batch() -> None:
 
 # What vLLM's CompletionRequest takes, as far as these tests need (entrypoint.lmi.refusal.completion_fields reads the
 # real list; tests/entrypoint/lmi/test_middleware.py and tests/e2e use it)
-SOME_COMPLETION_FIELDS = frozenset({"prompt", "max_tokens", "min_tokens", "stop_token_ids", "logit_bias", "n"})
+SOME_COMPLETION_FIELDS = frozenset(
+    {"prompt", "max_tokens", "min_tokens", "stop_token_ids", "logit_bias", "n", "structured_outputs", "watermarking"}
+)
+
+
+def _completion(params: dict[str, Any], fields: frozenset[str] | None = SOME_COMPLETION_FIELDS) -> dict[str, Any]:
+    return parse_lmi_request({"inputs": "x", "parameters": params}, fields).completion
 
 
 @pytest.mark.parametrize(
@@ -239,30 +245,66 @@ SOME_COMPLETION_FIELDS = frozenset({"prompt", "max_tokens", "min_tokens", "stop_
                      id="a typo of a vLLM name"),
         pytest.param({"colour": "red"}, "parameters.colour='red': not a parameter; accepted: the LMI parameters "
                      "(decoder_input_details, details, do_sample,", id="no near name"),
-        pytest.param({"watermark": True}, "parameters.watermark=True: expected null or false (TGI's watermark",
-                     id="TGI watermark on"),
-        pytest.param({"top_n_tokens": 3}, "parameters.top_n_tokens=3: expected null or 0", id="TGI top_n_tokens"),
+        pytest.param({"max_new_tokens\u200b": 5}, 'parameters."max_new_tokens\\u200b"=5: not a parameter (did you',
+                     id="an invisible character is shown"),
+        pytest.param({"colour": 1, "n": 2}, "parameters.n=2: not accepted in an LMI body's parameters",
+                     id="a reserved name is named first"),
+        pytest.param({"n": 2}, "parameters.n=2: not accepted in an LMI body's parameters; accepted instead: one",
+                     id="n beyond its neutral 1"),
+        pytest.param({"watermark": "yes"}, "parameters.watermark='yes': expected true, false or null",
+                     id="TGI watermark"),
+        pytest.param({"top_n_tokens": 3}, "parameters.top_n_tokens=3: expected null or 0 (this server does not return",
+                     id="TGI top_n_tokens"),
         pytest.param({"top_n_tokens": False}, "parameters.top_n_tokens=False: expected null or 0", id="bool is not 0"),
-        pytest.param({"typical_p": 0.9}, "parameters.typical_p=0.9: expected null (TGI's typical_p", id="typical_p"),
+        pytest.param({"typical_p": 0.9}, "parameters.typical_p=0.9: expected null (vLLM has no typical-p sampling)",
+                     id="typical_p"),
+        pytest.param({"grammar": {"type": "xml", "value": "x"}}, "parameters.grammar={'type': 'xml', 'value': 'x'}: "
+                     'expected null or {"type": "json" | "regex", "value": ...}', id="grammar of another type"),
+        pytest.param({"grammar": {"type": "regex", "value": "a+"}, "structured_outputs": {"regex": "b"}},
+                     "parameters.grammar={'type': 'regex', 'value': 'a+'}: expected no structured_outputs beside it",
+                     id="grammar beside structured_outputs"),
+        pytest.param({"num_beams": 2}, "parameters.num_beams=2: expected null or 1 (beam search: send an OpenAI",
+                     id="LMI num_beams"),
+        pytest.param({"early_stopping": True}, "parameters.early_stopping=True: expected null or false",
+                     id="LMI early_stopping"),
     ],
 )  # fmt: skip
 def test_a_parameter_nobody_knows_is_refused_instead_of_ignored(params: dict[str, Any], message: str) -> None:
     """vLLM ignores fields it has no name for: a typo would run with the defaults, without a word."""
     with pytest.raises(LMIError) as refused:
-        parse_lmi_request({"inputs": "x", "parameters": params}, SOME_COMPLETION_FIELDS)
+        _completion(params)
     assert refused.value.code == 400 and refused.value.message.startswith(f"Input parsing failed: {message}")
 
 
-def test_tgi_parameters_at_their_neutral_value_are_dropped_and_known_ones_pass() -> None:
+def test_neutral_and_null_values_are_dropped_and_known_names_pass() -> None:
+    """TGI's Python client sends each field of its parameter model, unset ones null; LMI clients send defaults."""
     params = {"watermark": False, "top_n_tokens": 0, "typical_p": None, "adapter_id": None, "grammar": None,
-              "min_tokens": 2, "max_new_tokens": 4}  # fmt: skip
-    completion = parse_lmi_request({"inputs": "x", "parameters": params}, SOME_COMPLETION_FIELDS).completion
-    assert completion == {"min_tokens": 2, "prompt": "x", "max_tokens": 4, "temperature": 0.0}
+              "num_beams": 1, "early_stopping": False, "n": 1, "best_of": None, "colour": None, "min_tokens": 2,
+              "max_new_tokens": 4}  # fmt: skip
+    assert _completion(params) == {"min_tokens": 2, "prompt": "x", "max_tokens": 4, "temperature": 0.0}
+
+
+SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}}
+
+
+@pytest.mark.parametrize(
+    ("params", "fields"),
+    [
+        ({"watermark": True}, {"watermarking": True}),
+        (
+            {"grammar": {"type": "json", "value": {"type": "object"}}},
+            {"structured_outputs": {"json": {"type": "object"}}},
+        ),
+        ({"grammar": {"type": "regex", "value": "[ab]+"}}, {"structured_outputs": {"regex": "[ab]+"}}),
+    ],
+    ids=["watermark", "json grammar", "regex grammar"],
+)
+def test_tgi_names_vllm_has_another_name_for_are_translated(params: dict[str, Any], fields: dict[str, Any]) -> None:
+    assert _completion(params) == {**fields, "prompt": "x", "max_tokens": 30, "temperature": 0.0}
 
 
 def test_without_vllms_field_list_other_names_pass_through() -> None:
-    completion = parse_lmi_request({"inputs": "x", "parameters": {"colour": "red"}}).completion
-    assert completion["colour"] == "red"
+    assert _completion({"colour": "red"}, fields=None)["colour"] == "red"
 
 
 @pytest.mark.parametrize(
@@ -399,10 +441,11 @@ ANY_STREAM = st.booleans() | json_values
 @given(inputs=ANY_INPUTS, params=ANY_PARAMS, stream=ANY_STREAM)
 @example(inputs="x", params={"": math.inf}, stream=False)  # CI found it: inf passed through to vLLM unrefused
 @example(inputs="x", params={"logit_bias": {"7": [1.0, -math.inf]}}, stream=False)
-def test_parse_accepts_or_refuses_with_400_for_any_json(inputs: Any, params: Any, stream: Any) -> None:
+@pytest.mark.parametrize("fields", [None, SOME_COMPLETION_FIELDS], ids=["names unchecked", "names checked"])
+def test_parse_accepts_or_refuses_with_400_for_any_json(inputs: Any, params: Any, stream: Any, fields: Any) -> None:
     body = {"inputs": inputs, "parameters": params, "stream": stream}
     try:
-        req = parse_lmi_request(body)
+        req = parse_lmi_request(body, fields)
     except LMIError as error:
         assert error.code == 400 and error.message.startswith("Input parsing failed: ")
         return
