@@ -223,6 +223,17 @@ def test_the_tgi_python_clients_body_is_answered(client: httpx.Client) -> None:
     assert response.json()["details"]["generated_tokens"] == 20
 
 
+def test_huggingface_hubs_text_generation_client_reads_the_answer(server: Server) -> None:
+    """The real huggingface_hub client, pointed at /invocations: it strips unset fields, sends TGI's names
+    (watermark=false, stop=[]) and parses the LMI answer with details. (Its stream expects SSE, not LMI's jsonlines.)"""
+    from huggingface_hub import InferenceClient
+
+    hub = InferenceClient(model=server.url + "/invocations", timeout=60)
+    out = hub.text_generation("Hello", max_new_tokens=5, details=True, stop=[], watermark=False)
+    assert out.details is not None and out.details.generated_tokens == len(out.details.tokens) == 5
+    assert out.generated_text == "".join(token.text for token in out.details.tokens)
+
+
 def test_a_tgi_grammar_reaches_vllms_structured_outputs(client: httpx.Client) -> None:
     """TGI's regex grammar becomes vLLM's structured_outputs: the tiny model's random text is held to the regex."""
     grammar = {"type": "regex", "value": "[ab]{5}"}
