@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import re
 import subprocess
 import sys
@@ -78,8 +79,6 @@ def compile_variant(kwargs: dict[str, Any], experts: int, top_k: int) -> bytes:
 
 
 def count(shapes: tuple[tuple[int, int], ...]) -> list[dict[str, Any]]:
-    import os
-
     import triton
     from triton.runtime.driver import driver
 
