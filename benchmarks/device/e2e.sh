@@ -37,6 +37,8 @@
 #          MODEL     (routing, routing-cost) the bundled model, default qwen3-30b-a3b-fp8-static
 #          LONG_CONC (routing) the concurrencies of the 4096-token row, default 1; 0: no such row
 #          ROUTINGS  (routing-cost) the routings compared, space-separated, default "dummy uniform_random hot_experts"
+#          MIN_VARIANT_S  (phases of one run per variant) the least budget a variant's run gets while that much is
+#                    left (default 260: one engine with the run's preparation), before an even share
 #          DRY_RUN=1 plan only: the harness prints each row's server argv and environment (--dry-run), no bake,
 #                    no GPU needed (tests/benchmarks/test_e2e_phases.py runs every x8 phase this way)
 # Every engine runs in its own subprocess with its own timeout; the harness writes what it has after each
@@ -308,7 +310,11 @@ if ((${#VARIANTS[@]} > 0)); then
   rc=0 runs_left=${#VARIANTS[@]}
   for variant in "${VARIANTS[@]}"; do
     name=${variant%%=*} option=${variant#*=}
-    share=$(((BUDGET_S - SECONDS) / runs_left))
+    # an even share, but never less than one engine's run (MIN_VARIANT_S): on 2026-12-05 three routings shared 450 s
+    # and the first two, at 150 s each, skipped their only engine (~230 s with the run's preparation)
+    left=$((BUDGET_S - SECONDS)) min_share=${MIN_VARIANT_S:-260}
+    share=$((left / runs_left))
+    ((share < min_share)) && share=$((left < min_share ? left : min_share))
     runs_left=$((runs_left - 1))
     extra=()
     if [[ $option == pin=* ]]; then

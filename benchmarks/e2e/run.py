@@ -54,19 +54,17 @@ def execute(args: RunArgs) -> int:
     engines_log.write_text("")
     fi_base = args.work_dir / "flashinfer"
     prewarm_env = runner.engine_env(os.environ, be.EngineSetup("prewarm", None), args.work_dir / "prewarm", {}, fi_base)
-    fi_jit_s = runner.prewarm_flashinfer(prewarm_env, timeout_s=min(300.0, budget.left()))
-    fi_line = f"FlashInfer JIT (sampler, autotuner delay kernel) prebuilt in {fi_jit_s} s (None: engines build it)"
-    print(f"e2e: {fi_line}")
-    engines_log.write_text(f"===== {fi_line} =====\n")
-    if args.engine == "served" and any(not j.setup.error and not j.setup.same_engine_as for j in jobs):
-        # vLLM's model-info entries as the image build bakes them (Dockerfile); each served start seeds them as `serve`
-        # does (served_worker)
-        baked = runner.bake_model_info(args.work_dir / "model-info", prewarm_env, min(120.0, budget.left()))
-        args = replace(args, model_info_env=baked)
-    hbm, hbm_line = (args.hbm_read_tbps * 1e12, f"HBM read bandwidth: {args.hbm_read_tbps} TB/s (--hbm-read-tbps)")
-    if not args.hbm_read_tbps:
-        hbm, hbm_line = floor_rows.measure_bandwidth(prewarm_env, timeout_s=min(120.0, budget.left()))
-    print(f"e2e: {hbm_line}")
+    first_need = runner.first_engine_need_s(jobs, served=args.engine == "served")
+    hbm: float | None = None
+    fits = first_need is None or budget.allows(first_need + runner.PREPARE_S)
+    if fits:
+        args, hbm = _prepare(args, jobs, budget, prewarm_env, engines_log)
+    else:
+        # 2026-12-05c: three harness runs spent ~50 s each on this preparation, then skipped their only engine
+        print(
+            f"e2e: no engine fits: {budget.left():.0f} s left < ~{first_need + runner.PREPARE_S:.0f} s (the "
+            f"preparation ~{runner.PREPARE_S:.0f} s and the first engine); every row is written as skipped_budget"
+        )
     shared = PhaseTritonCache(args.work_dir / "phase-triton") if args.share_triton_cache else None
     for j in jobs:
         layers_real = spec.num_layers(j.config)
@@ -76,6 +74,9 @@ def execute(args: RunArgs) -> int:
             continue
         if j.setup.error:
             result, warm_s = runner.JobResult(status="plan_error", error=j.setup.error), None
+            start_caches = ""
+        elif not fits:
+            result, warm_s = runner.JobResult(status="skipped_budget", error="no engine fitted the budget"), None
             start_caches = ""
         else:
             start_caches = shared.describe() if shared else EMPTY
@@ -109,6 +110,28 @@ def execute(args: RunArgs) -> int:
     print(report.markdown_table(rows))
     print(f"e2e: wrote {args.out_dir}/h200_e2e.csv, .md, _raw.json, engines.log" + (", .png" if drew else ""))
     return 0
+
+
+def _prepare(
+    args: RunArgs, jobs: list[PlannedJob], budget: runner.Budget, prewarm_env: dict[str, str], engines_log: Path
+) -> tuple[RunArgs, float | None]:
+    """What every engine of the run shares, made once before the first: FlashInfer's JIT modules, vLLM's model-info
+    entries (served engines) and the HBM read bandwidth the floor checks divide by (None: not measured)."""
+    fi_jit_s = runner.prewarm_flashinfer(prewarm_env, timeout_s=min(300.0, budget.left()))
+    fi_line = f"FlashInfer JIT (sampler, autotuner delay kernel) prebuilt in {fi_jit_s} s (None: engines build it)"
+    print(f"e2e: {fi_line}")
+    engines_log.write_text(f"===== {fi_line} =====\n")
+    if args.engine == "served" and any(not j.setup.error and not j.setup.same_engine_as for j in jobs):
+        # vLLM's model-info entries as the image build bakes them (Dockerfile); each served start seeds them as `serve`
+        # does (served_worker)
+        baked = runner.bake_model_info(args.work_dir / "model-info", prewarm_env, min(120.0, budget.left()))
+        args = replace(args, model_info_env=baked)
+    if args.hbm_read_tbps:
+        hbm, hbm_line = args.hbm_read_tbps * 1e12, f"HBM read bandwidth: {args.hbm_read_tbps} TB/s (--hbm-read-tbps)"
+    else:
+        hbm, hbm_line = floor_rows.measure_bandwidth(prewarm_env, timeout_s=min(120.0, budget.left()))
+    print(f"e2e: {hbm_line}")
+    return args, hbm
 
 
 def _row_facts(j: PlannedJob) -> dict[str, Any]:

@@ -84,6 +84,19 @@ def estimate_start_s(label: str, setup: EngineSetup, served: bool = False) -> fl
     return base * next((f for key, f in _START_FACTOR.items() if key in label), 1.0)
 
 
+# What a run makes once before its first engine (benchmarks.e2e.run._prepare), as an H100 lease took it on 2026-12-05:
+# FlashInfer's JIT modules from the work dir's cache 7-10 s, vLLM's model-info entries 31-38 s, the HBM probe ~5 s
+PREPARE_S = 55.0
+
+
+def first_engine_need_s(jobs: Sequence[Any], served: bool) -> float | None:
+    """Seconds the cheapest engine to start needs (its start estimate + 30 s, as the run's own check), or None where
+    no job starts an engine (plan errors, rows copied from another engine)."""
+    runnable = [j for j in jobs if not j.setup.error and not j.setup.same_engine_as]
+    starts = [estimate_start_s(j.model, j.setup, served) for j in runnable]
+    return min(starts) + 30 if starts else None
+
+
 def estimate_measure_s(label: str, workloads: Sequence[Workload], reps: int) -> float:
     """Rough: prefill at 20k tok/s, decode step 7 ms + 0.1 ms per sequence, scaled by model size."""
     total = 0.0
@@ -245,14 +258,31 @@ def prewarm_flashinfer(env: Mapping[str, str], timeout_s: float, python: str = s
     return time.monotonic() - t0 if done.returncode == 0 else None
 
 
+MODEL_INFO_MARKER = "made_by_the_harness.txt"  # "vllm VERSION" and the bake's line, once it succeeded
+
+
+def _vllm_version() -> str | None:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def bake_model_info(
     root: Path, env: Mapping[str, str], timeout_s: float, python: str = sys.executable
 ) -> dict[str, str]:
-    """vLLM's model-info entries made as the image build makes them (entrypoint.caches.model_info), once per run: the
-    variable that makes each served start seed them as `serve` does, or {} (and the reason printed) if the bake
-    failed here."""
+    """vLLM's model-info entries made as the image build makes them (entrypoint.caches.model_info), once per work dir
+    and vLLM version (each harness run of a queue took 31-38 s for it on 2026-12-05): the variable that makes each
+    served start seed them as `serve` does, or {} (and the reason printed) if the bake failed here."""
     from entrypoint.caches.model_info import BAKED_ENV
 
+    version, marker = _vllm_version(), root / MODEL_INFO_MARKER
+    stamp = f"vllm {version}\n"
+    if version and marker.is_file() and marker.read_text().startswith(stamp):
+        print(f"e2e: model info: reused from this work dir ({marker.read_text()[len(stamp) :].strip()})")
+        return {BAKED_ENV: str(root)}
     cmd = [python, "-m", "entrypoint.caches.model_info", "bake", "--out", str(root)]
     try:
         done = subprocess.run(cmd, env={**env, "VLLM_LOGGING_LEVEL": "ERROR"}, timeout=timeout_s, check=False,
@@ -265,6 +295,8 @@ def bake_model_info(
         print(f"e2e: model info not baked (rc {done.returncode}: {done.stderr.strip()[-300:]})")
         return {}
     print(f"e2e: {lines[-1]}")
+    if version:
+        marker.write_text(f"{stamp}{lines[-1]}\n")
     return {BAKED_ENV: str(root)}
 
 

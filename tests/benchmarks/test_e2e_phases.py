@@ -158,6 +158,8 @@ def test_every_phase_routes_with_the_simulator_unless_told_dummy_and_refuses_an_
         f"e2e: routing: {name} ({ROUTINGS[name]})" for name in ("dummy", "uniform_random", "hot_experts")
     ]
     assert cost.stdout.count("mixtral-8x7b-fp8-static tp1 plan (no --option):") == 3  # routing is not an LMI option
+    # the default 540 s, split three ways, would leave each run 180 s: less than one engine (MIN_VARIANT_S)
+    assert "e2e plan: 2 workloads × 5 reps; budget 260 s" in cost.stdout, cost.stdout[-3000:]
     assert sorted(p.name for p in (tmp_path / "cost" / "o").iterdir()) == ["dummy", "e2e_console.log", "hot_experts",
                                                                    "uniform_random"]  # fmt: skip
     bogus = _phase(tmp_path, "engine-check", gpus=1, ROUTING="hot")
