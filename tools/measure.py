@@ -69,6 +69,15 @@ def utc_timestamp() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def file_tag(gpu: str) -> str:
+    """A results file's prefix for the GPU that made it: "h200", "h100", else "gpu" (an H100 lease once wrote its
+    numbers under h200_ names: absolute GPU times are published from the H200 only, so the name must say)."""
+    for tag in ("h200", "h100"):
+        if tag in gpu.lower():
+            return tag
+    return "gpu"
+
+
 def run_preamble(packages: Iterable[str] = ("torch", "triton", "vllm")) -> dict[str, str]:
     """The columns every benchmark row starts from: ``gpu``, one per package version, ``timestamp``."""
     return {"gpu": gpu_name(), **versions(packages), "timestamp": utc_timestamp()}

@@ -37,8 +37,9 @@ engine replays its graph, so launch gaps are a graph's), spread (max − min) ÷
 The time of what runs between calls is measured alone and subtracted. If code fetch is the cost, the long variants
 are slow in cold_code and the short ones are not.
 
-Writes h200_uniform_route.csv / .md into --out (default: the kernel results folder). Then, on any machine,
-`python -m benchmarks.kernels.plot_uniform_route` joins the timings with the instruction counts (table and plot).
+Writes h200_uniform_route.csv / .md into --out (default: the kernel results folder; h100_ on an H100). Then, on any
+machine, `python -m benchmarks.kernels.plot_uniform_route` joins the timings with the instruction counts (table and
+plot).
 """
 
 from __future__ import annotations
@@ -189,17 +190,18 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("bench_uniform_route needs an NVIDIA GPU", file=sys.stderr)
         return 2
-    from tools.measure import run_preamble
+    from tools.measure import file_tag, run_preamble
 
     meta = run_preamble(("torch", "triton"))
+    stem = f"{file_tag(meta['gpu'])}_uniform_route"  # h200_uniform_route, or h100_... on an H100 lease
     args.out.mkdir(parents=True, exist_ok=True)
 
     def write(rows: list[dict[str, Any]]) -> None:
-        with open(args.out / "h200_uniform_route.csv", "w", newline="") as f:
+        with open(args.out / f"{stem}.csv", "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
             writer.writeheader()
             writer.writerows({**meta, **r} for r in rows)
-        (args.out / "h200_uniform_route.md").write_text(markdown(rows))
+        (args.out / f"{stem}.md").write_text(markdown(rows))
 
     bench(shapes, ms, args.reps, write)
     return 0

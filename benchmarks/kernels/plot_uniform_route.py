@@ -3,11 +3,12 @@
     python -m benchmarks.kernels.plot_uniform_route [--times h200_uniform_route.csv]
         [--code cpu_uniform_route_code.csv] [--png h200_uniform_route.png] [--md h200_uniform_route_code.md]
 
-Joins `benchmarks.kernels.bench_uniform_route`'s timings (H200) with `benchmarks.kernels.uniform_route_code`'s counts
-(made without a GPU, for the same variants) on (experts, top-k, variant). One panel per condition (warm, cold,
-cold_code), one point per variant at one token: SASS instructions across, µs up, a marker per shape, vLLM's three
-kernels as a dashed line per shape (torch's kernels: not counted). If fetching the code is what a launch costs, the
-cold_code points rise with the count and the warm ones less so. The joined table (--md) gives the same numbers.
+Joins `benchmarks.kernels.bench_uniform_route`'s timings (its GPU in the title) with
+`benchmarks.kernels.uniform_route_code`'s counts (made without a GPU, for the same variants) on (experts, top-k,
+variant). One panel per condition (warm, cold, cold_code), one point per variant at one token: SASS instructions
+across, µs up, a marker per shape, vLLM's three kernels as a dashed line per shape (torch's kernels: not counted). If
+fetching the code is what a launch costs, the cold_code points rise with the count and the warm ones less so. The
+joined table (--md) gives the same numbers.
 """
 
 from __future__ import annotations
@@ -65,7 +66,12 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join([*head, *body]) + "\n"
 
 
-def plot(rows: list[dict[str, Any]], png: Path) -> None:
+def gpu_of(times: list[dict[str, str]]) -> str:
+    """The GPU the timings name (the bench's ``gpu`` column), for the plot's title."""
+    return ", ".join(dict.fromkeys(r.get("gpu") or "an unnamed GPU" for r in times))
+
+
+def plot(rows: list[dict[str, Any]], png: Path, gpu: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -95,7 +101,7 @@ def plot(rows: list[dict[str, Any]], png: Path) -> None:
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel(f"µs per routing launch at M = {M}")
     axes[0][0].legend(fontsize=7)
-    fig.suptitle("One-launch uniform routing on the H200: time against code length")
+    fig.suptitle(f"One-launch uniform routing on the {gpu}: time against code length")
     fig.tight_layout()
     fig.savefig(png, dpi=130)
     plt.close(fig)
@@ -110,13 +116,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--md", type=Path, default=KERNEL_RESULTS / "h200_uniform_route_code.md")
     args = ap.parse_args(argv)
     try:
-        rows = join(_read(args.times, {"condition", "experts", "top_k", "M"}),
-                    _read(args.code, {"experts", "top_k", "variant", "instructions"}))  # fmt: skip
+        times = _read(args.times, {"condition", "experts", "top_k", "M"})
+        rows = join(times, _read(args.code, {"experts", "top_k", "variant", "instructions"}))
     except (OSError, ValueError) as exc:
         print(f"plot_uniform_route: {exc}", file=sys.stderr)
         return 2
     args.md.write_text(markdown(rows))
-    plot(rows, args.png)
+    plot(rows, args.png, gpu_of(times))
     print(f"wrote {args.md} and {args.png}")
     return 0
 

@@ -62,3 +62,8 @@ def test_main_writes_the_table_and_the_plot_and_refuses_a_bad_csv(tmp_path: Path
     assert png.stat().st_size > 10_000 and md.read_text().startswith("| condition |")
     (tmp_path / "bad.csv").write_text("a,b\n1,2\n")
     assert plot.main(["--times", str(tmp_path / "bad.csv"), "--code", str(CODE), "--png", str(png)]) == 2
+
+
+def test_the_title_names_the_gpu_the_timings_came_from() -> None:
+    assert plot.gpu_of([{"gpu": "NVIDIA H100 80GB HBM3"}, {"gpu": "NVIDIA H100 80GB HBM3"}]) == "NVIDIA H100 80GB HBM3"
+    assert plot.gpu_of([{"gpu": ""}]) == "an unnamed GPU"
