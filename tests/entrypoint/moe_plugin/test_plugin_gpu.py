@@ -39,7 +39,7 @@ def _cases() -> list[str]:
 def _table_for_this_gpu() -> DispatchTable:
     """The table in use, its rows moved onto this GPU when it is a Hopper that the table does not list. The shipped
     rows are H200 measurements and the plan keeps vLLM's kernel on any other GPU (tested without a GPU), but whether
-    our kernel computes the right layer is the same question on every sm_90 card: on 2026-12-05 an H100 lease failed
+    our kernel computes the right layer is the same question on every sm_90 card: on 2026-12-05 a run on an H100 failed
     18 of these tests only because no row matched its name."""
     table = DispatchTable.load(table_path(os.environ))
     here = file_device_name(torch.cuda.get_device_name())
