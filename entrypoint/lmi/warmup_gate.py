@@ -117,7 +117,10 @@ class WarmupGate:
 
     async def _run(self, command: list[str]) -> None:
         t0, limit = time.perf_counter(), self.limit
-        logger.info("warm-up: started; /ping and /health answer 503 until it ends (at most %g s)", limit)
+        # vLLM 0.32's jit_monitor calls every Triton compile after its own start "JIT compilation during inference"
+        # and suggests a longer warm-up: the compiles this warm-up triggers are logged so (2026-12-05c, an H100)
+        logger.info("warm-up: started; /ping and /health answer 503 until it ends (at most %g s); vLLM's 'JIT "
+                    "compilation during inference' warnings until then are the warm-up's", limit)  # fmt: skip
         try:
             # Started and waited for from a worker thread with subprocess, not asyncio's subprocess API: under uvloop
             # (vLLM's server loop) that forks in the loop's thread of a many-threaded process and runs Python's at-fork
