@@ -33,6 +33,7 @@ from entrypoint.resolve.tuned_configs import TunedConfigIndex, tuned_config_env
 from entrypoint.resolve.vllm_caps import VllmCapabilities
 from entrypoint.resolve.warmup import warmup_env
 from entrypoint.utils.errors import ConfigError
+from entrypoint.utils.response_format import ResponseFormat
 from kernels.dispatch import DispatchTable
 
 # vLLM imports it by this path (`--middleware`); tests/entrypoint/test_config_resolver.py imports it back.
@@ -252,6 +253,10 @@ def resolve(
     warmup, warmup_reason = warmup_env(settings, gpus, counted, headless=node.headless)
     env.update(warmup)
     reasons.append(warmup_reason)
+    env.update(settings.response_format.env())
+    if settings.response_format != ResponseFormat():
+        reasons.append(f"responses to LMI/TGI bodies: {settings.response_format.describe()} "
+                       "(option.tgi_compat / option.output_formatter)")  # fmt: skip
 
     vllm_args = (
         settings.model,

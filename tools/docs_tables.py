@@ -31,6 +31,7 @@ from entrypoint.config.lmi_options import (
     SERVER_KEYS,
 )
 from entrypoint.config.moe import MoeBackend, MoeKernel
+from entrypoint.config.response_format import OUTPUT_FORMATTERS
 from entrypoint.config.warmup import Warmup
 from entrypoint.resolve.backend_switch import PRE_017_BACKEND_ENV
 from entrypoint.resolve.rules import RULES
@@ -69,6 +70,8 @@ def values_section() -> str:
         ("`option.moe_backend`", _codes(backend.value for backend in MoeBackend)),
         ("`option.moe_kernel`", _codes(kernel.value for kernel in MoeKernel)),
         ("`option.warmup`", _codes([*(value.value for value in Warmup), "true", "false"])),
+        ("`option.tgi_compat`", _codes(["false", "true"])),
+        ("`option.output_formatter`", _codes(OUTPUT_FORMATTERS)),
         *((f"`option.dtype` → `{name}`", _codes(spellings)) for name, spellings in dtypes.items()),
         (f"`{CUDA_GRAPHS_ENV}`", "`true`, `false` (the opposite of `option.enforce_eager`)"),
     ]

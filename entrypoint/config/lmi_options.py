@@ -113,6 +113,19 @@ LMI_OPTIONS: tuple[LmiOption, ...] = (
         notes="`auto` (a LeaderWorkerSet's `LWS_*` variables when set, else one node), `single`, `head` (`leader`) "
         "or `worker` (`headless`): multi-node data parallel, docs/deployment.md",
     ),
+    LmiOption(
+        "tgi_compat",
+        "–",
+        notes="`false` (default) or `true`: answers to LMI/TGI bodies in TGI's shapes, as LMI's tgi_compat gives "
+        "them: a unary answer inside a JSON array, details on unless the request says otherwise, tokens with TGI's "
+        "`special` flag, streams as SSE (`text/event-stream`); docs/api.md",
+    ),
+    LmiOption(
+        "output_formatter",
+        "–",
+        notes="`json` (LMI's default), `jsonlines` or `sse`: how a stream of an LMI/TGI body is framed "
+        "(`sse` is the default under `tgi_compat`); LMI's chat and custom formatters are refused",
+    ),
 )
 
 # SageMaker / TGI environment names → LMI option key, used only when the LMI key is unset.
@@ -142,9 +155,11 @@ DTYPE_NAMES: dict[str, str] = {
 }
 
 # Options this container interprets itself (never passed through verbatim): typed fields of Settings, values in
-# entrypoint.config.moe, .warmup and .node_role (option.moe_kernel=project: ops.fused_moe_fp8 through
+# entrypoint.config.moe, .warmup, .node_role and .response_format (option.moe_kernel=project: ops.fused_moe_fp8 through
 # entrypoint.moe_plugin).
-PROJECT_OPTIONS: frozenset[str] = frozenset({"moe_backend", "moe_kernel", "warmup", "node_role"})
+PROJECT_OPTIONS: frozenset[str] = frozenset(
+    {"moe_backend", "moe_kernel", "warmup", "node_role", "output_formatter", "tgi_compat"}
+)
 
 # Engine/frontend arguments the entrypoint owns: the bind address comes from SageMaker's contract,
 # the middleware is what makes /invocations speak LMI.
@@ -161,7 +176,6 @@ LEGACY_OPTIONS: frozenset[str] = frozenset(
     {
         "rolling_batch",
         "entrypoint",  # option.entryPoint: keys are lower-cased before lookup
-        "output_formatter",
         "task",
         "device_map",
         "load_on_devices",
@@ -178,7 +192,6 @@ LEGACY_OPTIONS: frozenset[str] = frozenset(
         "paged_attention",
         "low_cpu_mem_usage",
         "engine",
-        "tgi_compat",
         "use_passive_workers",
         "record_acceptance_rate",
     }

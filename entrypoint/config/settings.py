@@ -21,9 +21,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from entrypoint.config.lmi_options import CUDA_GRAPHS_ENV, ENV_ALIASES, ENV_SERVER_ALIASES, PROJECT_OPTIONS
 from entrypoint.config.moe import MoeBackend, MoeKernel, parse_moe_backend, parse_moe_kernel
 from entrypoint.config.node_role import NodeRole, parse_node_role
+from entrypoint.config.response_format import parse_response_format
 from entrypoint.config.warmup import Warmup, parse_warmup
 from entrypoint.utils.errors import ConfigError
 from entrypoint.utils.redact import is_secret_label
+from entrypoint.utils.response_format import ResponseFormat
 
 DEFAULT_MODEL_DIR = "/opt/ml/model"
 # The image copies the repository's serving.properties here (Dockerfile); overridable for tests.
@@ -52,6 +54,7 @@ class Settings(BaseModel):
     moe_kernel: MoeKernel = MoeKernel.AUTO  # option.moe_kernel
     warmup: Warmup = Warmup.AUTO  # option.warmup
     node_role: NodeRole = NodeRole.AUTO  # option.node_role
+    response_format: ResponseFormat = ResponseFormat()  # option.output_formatter, option.tgi_compat
     properties_path: str | None = None
     host: str = "0.0.0.0"
     port: int = DEFAULT_PORT
@@ -78,6 +81,12 @@ class Settings(BaseModel):
             moe_kernel=parse_moe_kernel(options.get("moe_kernel"), label("moe_kernel")),
             warmup=parse_warmup(options.get("warmup"), label("warmup")),
             node_role=parse_node_role(options.get("node_role"), label("node_role")),
+            response_format=parse_response_format(
+                options.get("output_formatter"),
+                options.get("tgi_compat"),
+                label("output_formatter"),
+                label("tgi_compat"),
+            ),
             **fields,
         )
 

@@ -9,7 +9,8 @@ On /invocations the body is read once and classified (entrypoint.lmi.request):
 - "prompt" / "messages": replayed to vLLM's /invocations unchanged (content-type set to JSON); only a
   400 of vLLM's is looked at, to name the field its router did not (refusal.py);
 - "inputs": translated to a completion body and sent to vLLM's /invocations handler, whose answer
-  is translated back — JSON (response.py), or SSE → application/jsonlines when streaming (stream.py);
+  is translated back — JSON (response.py), or SSE → application/jsonlines when streaming (stream.py); in TGI's
+  shapes under option.tgi_compat (a unary answer in an array, SSE streams: entrypoint.utils.response_format);
 - anything else: an LMI error {"code": 400, "error": ...} without reaching vLLM.
 
 The path stays /invocations (not /v1/completions) so vLLM's SageMaker hooks — adapter and session
@@ -24,6 +25,7 @@ import logging
 import math
 import os
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
 from entrypoint.lmi.engine_processes import EngineProcesses
@@ -42,6 +44,7 @@ from entrypoint.lmi.request import (
 from entrypoint.lmi.response import completion_to_lmi
 from entrypoint.lmi.stream import LMIStreamTranslator
 from entrypoint.lmi.warmup_gate import WarmupGate
+from entrypoint.utils.response_format import ResponseFormat, StreamFormat
 
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
@@ -52,6 +55,7 @@ INVOCATIONS = "/invocations"
 # SageMaker's health check and vLLM's own: both answer 503 the moment the engine process is gone.
 HEALTH_PATHS = ("/ping", "/health")
 JSONLINES = b"application/jsonlines"
+EVENT_STREAM = b"text/event-stream"
 # SAGEMAKER_MAX_PAYLOAD_IN_MB is LMI's knob for the request size; unset means no limit here
 # (SageMaker itself caps real-time payloads before they reach the container).
 MAX_PAYLOAD_ENV = "SAGEMAKER_MAX_PAYLOAD_IN_MB"
@@ -93,6 +97,10 @@ class LMIMiddleware:
         self.watch = _EngineWatch()
         self.engines = EngineProcesses()
         self.warmup = WarmupGate()
+        self.format, why = ResponseFormat.from_env(os.environ)  # the plan's option.tgi_compat / output_formatter
+        if why:
+            logger.warning("responses: %s", why)
+        self._special_ids: frozenset[int] | None = None  # read from vLLM's tokenizer on the first TGI request
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -131,13 +139,27 @@ class LMIMiddleware:
             if schema is not Schema.LMI:
                 await self._passthrough(schema, body, _json_scope(scope, raw), _replay(raw, receive), send)
                 return
-            req = parse_lmi_request(body, completion_fields())
+            req = parse_lmi_request(body, completion_fields(), details_default=self.format.tgi_compat)
         except LMIError as error:
             await _send_json(send, error.code, error.body())
             return
+        if self.format.tgi_compat:
+            req = replace(req, special_ids=self._special_token_ids(scope))
         translated = json.dumps(req.completion).encode()
         handle = self._stream if req.stream else self._unary
         await handle(req, _json_scope(scope, translated), _replay(translated, receive), send)
+
+    def _special_token_ids(self, scope: Scope) -> frozenset[int]:
+        """The served tokenizer's special token ids (vLLM's EngineClient.get_tokenizer(), 0.32), read once."""
+        if self._special_ids is None:
+            engine = getattr(getattr(scope.get("app"), "state", None), "engine_client", None)
+            try:
+                self._special_ids = frozenset(int(i) for i in engine.get_tokenizer().all_special_ids)
+            except Exception as exc:  # any failure: the answers still go out, and the log says why
+                logger.warning("tgi_compat: the tokenizer's special tokens are unknown (%s: %s); every token is "
+                               "sent with special=false", type(exc).__name__, exc)  # fmt: skip
+                self._special_ids = frozenset()
+        return self._special_ids
 
     async def _unary(self, req: LMIRequest, scope: Scope, receive: Receive, send: Send) -> None:
         status = 500
@@ -155,6 +177,8 @@ class LMIMiddleware:
                 if not message.get("more_body", False) and not responded:
                     responded = True
                     status_out, payload = _unary_answer(req, status, b"".join(chunks))
+                    if self.format.tgi_compat and status_out == 200 and not req.batch:
+                        payload = [payload]  # TGI's unary answer is an array (LMI's tgi_compat does the same)
                     await _send_json(send, status_out, payload)
 
         try:
@@ -172,7 +196,8 @@ class LMIMiddleware:
             await _send_json(send, 500, LMIError(500, "vLLM ended the request without an answer").body())
 
     async def _stream(self, req: LMIRequest, scope: Scope, receive: Receive, send: Send) -> None:
-        translator = LMIStreamTranslator(req)
+        sse = self.format.stream is StreamFormat.SSE
+        translator = LMIStreamTranslator(req, sse=sse)
         started = False  # our own response start has gone out
         ended = False  # our last body message (more_body False) has gone out
         error_status: int | None = None  # vLLM answered an error before streaming
@@ -191,7 +216,7 @@ class LMIMiddleware:
                         "status": message["status"],
                         "headers": [
                             *_without(message.get("headers", []), b"content-type", b"content-length"),
-                            (b"content-type", JSONLINES),
+                            (b"content-type", EVENT_STREAM if sse else JSONLINES),
                         ],
                     }
                 )

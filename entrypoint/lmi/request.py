@@ -119,6 +119,9 @@ class LMIRequest:
     # return_full_text when streaming: vLLM does not echo the prompt in a stream, so the final
     # line's generated_text gets it prepended here.
     stream_prefix: str = ""
+    # option.tgi_compat: the tokenizer's special token ids, so that each token carries TGI's `special` flag; None: LMI's
+    # token shape, without it
+    special_ids: frozenset[int] | None = None
 
 
 # The vLLM completion field each LMI name became: vLLM's own errors name these, the client sent
@@ -216,11 +219,14 @@ def _has_non_finite(value: object) -> bool:
     return False
 
 
-def parse_lmi_request(body: Mapping[str, Any], completion_fields: Collection[str] | None = None) -> LMIRequest:
+def parse_lmi_request(
+    body: Mapping[str, Any], completion_fields: Collection[str] | None = None, details_default: bool = False
+) -> LMIRequest:
     """Validate an LMI body and build the vLLM completion request; LMIError(400) names the field.
 
     completion_fields: the names vLLM's CompletionRequest takes; what becomes of every other name:
-    entrypoint.lmi.parameter_names (None: unknown names are not checked)."""
+    entrypoint.lmi.parameter_names (None: unknown names are not checked). details_default: `details` where the body
+    does not say (true under option.tgi_compat, as in LMI)."""
     inputs = body.get("inputs")
     batch = isinstance(inputs, list)
     # vLLM refuses an empty prompt in its own words ("The decoder prompt cannot be empty")
@@ -252,7 +258,8 @@ def parse_lmi_request(body: Mapping[str, Any], completion_fields: Collection[str
         raise field_error("parameters.seed", seed, f"an integer in [{INT64_MIN}, {INT64_MAX}]")
     truncate = _want_int(params, "truncate", 1)
     do_sample = _want_bool(params, "do_sample")
-    details = bool(_want_bool(params, "details"))
+    details_asked = _want_bool(params, "details")
+    details = details_default if details_asked is None else details_asked
     decoder_input_details = bool(_want_bool(params, "decoder_input_details"))
     return_full_text = bool(_want_bool(params, "return_full_text"))
     ignore_eos = bool(_want_bool(params, "ignore_eos_token"))

@@ -25,6 +25,15 @@ def finish_reason_to_lmi(finish_reason: str | None, stop_reason: int | str | Non
     return finish_reason  # "abort", "error", or whatever a newer vLLM adds: passed on, not hidden
 
 
+def mark_special(tokens: list[dict[str, Any]], special_ids: frozenset[int] | None) -> list[dict[str, Any]]:
+    """TGI's token shape under option.tgi_compat: each token says whether it is one of the tokenizer's special tokens
+    (TGI's own clients require the field); unchanged for LMI's shape (special_ids None)."""
+    if special_ids is not None:
+        for token in tokens:
+            token["special"] = token["id"] in special_ids
+    return tokens
+
+
 def _token_entries(choice: Mapping[str, Any]) -> list[dict[str, Any]]:
     """details.tokens from a choice's token_ids and logprobs (prompt entries dropped under echo)."""
     ids = choice.get("token_ids") or []
@@ -66,6 +75,8 @@ def lmi_details(choice: Mapping[str, Any], req: LMIRequest, tokens: list[dict[st
     }
     if req.decoder_input_details:
         details["prefill"] = _prefill_entries(choice)
+    elif req.special_ids is not None:  # TGI's shape (option.tgi_compat): its clients require the list, empty here
+        details["prefill"] = []
     return details
 
 
@@ -76,7 +87,7 @@ def completion_to_lmi(response: Mapping[str, Any], req: LMIRequest) -> dict[str,
     for choice in choices:
         answer: dict[str, Any] = {"generated_text": choice.get("text", "")}
         if req.details or req.decoder_input_details:
-            answer["details"] = lmi_details(choice, req, _token_entries(choice))
+            answer["details"] = lmi_details(choice, req, mark_special(_token_entries(choice), req.special_ids))
         answers.append(answer)
     if req.batch:
         return answers

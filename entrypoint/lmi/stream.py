@@ -9,7 +9,7 @@ from typing import Any
 from entrypoint.lmi.errors import LMIError, error_from_stream_event
 from entrypoint.lmi.json_io import dumps_line, loads_vllm
 from entrypoint.lmi.request import LMIRequest
-from entrypoint.lmi.response import lmi_details
+from entrypoint.lmi.response import lmi_details, mark_special
 
 
 def split_sse(data: bytes) -> tuple[list[bytes], bytes]:
@@ -60,6 +60,7 @@ class LMIStreamTranslator:
     """
 
     req: LMIRequest
+    sse: bool = False  # `data: {...}` events (option.tgi_compat, option.output_formatter=sse) instead of jsonlines
     _rest: bytes = b""
     _text: list[str] = field(default_factory=list)
     _tokens: list[dict[str, Any]] = field(default_factory=list)
@@ -79,7 +80,7 @@ class LMIStreamTranslator:
                 lines.append(self._fail(LMIError(500, "vLLM sent an unreadable stream event")))
                 continue
             lines.extend(self._on_event(event))
-        return _jsonlines(lines)
+        return self._frame(lines)
 
     def close(self) -> bytes:
         """The stream ended: emits a final error line when vLLM stopped without finishing."""
@@ -89,7 +90,7 @@ class LMIStreamTranslator:
         """A final error line for a failure outside the stream (an exception in the server)."""
         if self.finished:
             return b""
-        return _jsonlines([self._fail(error)])
+        return self._frame([self._fail(error)])
 
     def _fail(self, error: LMIError) -> dict[str, Any]:
         self.finished = True
@@ -110,6 +111,7 @@ class LMIStreamTranslator:
             tokens = split_chunk_tokens(
                 text, list(choice.get("token_ids") or []), logprobs.get("tokens"), logprobs.get("token_logprobs")
             )
+            mark_special(tokens, self.req.special_ids)
             finish = choice.get("finish_reason")
             if not tokens and text:
                 if finish is None:
@@ -129,6 +131,7 @@ class LMIStreamTranslator:
                 self.finished = True
         return lines
 
-
-def _jsonlines(lines: list[dict[str, Any]]) -> bytes:
-    return b"".join(dumps_line(line) + b"\n" for line in lines)
+    def _frame(self, lines: list[dict[str, Any]]) -> bytes:
+        if self.sse:  # as LMI's sse formatter and TGI write them; TGI's clients strip the "data:" prefix
+            return b"".join(b"data: " + dumps_line(line) + b"\n\n" for line in lines)
+        return b"".join(dumps_line(line) + b"\n" for line in lines)

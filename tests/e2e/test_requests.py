@@ -225,7 +225,8 @@ def test_the_tgi_python_clients_body_is_answered(client: httpx.Client) -> None:
 
 def test_huggingface_hubs_text_generation_client_reads_the_answer(server: Server) -> None:
     """The real huggingface_hub client, pointed at /invocations: it strips unset fields, sends TGI's names
-    (watermark=false, stop=[]) and parses the LMI answer with details. (Its stream expects SSE, not LMI's jsonlines.)"""
+    (watermark=false, stop=[]) and parses the LMI answer with details. (Its stream expects SSE, not LMI's jsonlines:
+    option.tgi_compat gives SSE, tests/e2e/test_tgi_compat.py.)"""
     from huggingface_hub import InferenceClient
 
     hub = InferenceClient(model=server.url + "/invocations", timeout=60)

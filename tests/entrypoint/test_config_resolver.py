@@ -32,6 +32,7 @@ from entrypoint.resolve.plan import Plan, PlanQuantization
 from entrypoint.resolve.tuned_configs import TunedConfigIndex
 from entrypoint.resolve.vllm_caps import PINNED_VLLM_VERSION, load_snapshot
 from entrypoint.utils.errors import ConfigError
+from entrypoint.utils.response_format import ResponseFormat
 
 CAPS = load_snapshot(PINNED_VLLM_VERSION)  # the image's vLLM (0.32.0)
 QWEN3_MOE = MoEShape(num_experts=128, top_k=8, hidden_size=2048, expert_intermediate_size=768)
@@ -332,7 +333,8 @@ def test_flashinfer_does_not_get_the_tuned_folder():
         CAPS,
         tuned=(TUNED,),
     )
-    assert plan.env == {"MOE_WARMUP": "on"}  # nothing of the MoE kernels' (the warm-up: tests/entrypoint/resolve)
+    # nothing of the MoE kernels' (the warm-up: tests/entrypoint/resolve; LMI's answer format: test_response_format)
+    assert plan.env == {"MOE_WARMUP": "on", **ResponseFormat().env()}
 
 
 @pytest.mark.parametrize("scheme", ["native fp8 static", "fp8 block", "nvfp4", "mxfp4"])

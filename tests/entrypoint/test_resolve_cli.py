@@ -154,8 +154,17 @@ def test_a_model_directory_serving_properties_overrides_the_backend(tmp_path):
         ({"OPTION_MOE_BACKEND": "flashinfer_trtllm"}, "SM100 family"),
         ({"OPTION_TENSOR_PARALLEL_DEGREE": "4", "OPTION_TENSOR_PARALLEL_SIZE": "2"}, "different values"),
         ({"OPTION_QUANTIZE": "fp8"}, "option.quantize"),
+        ({"OPTION_OUTPUT_FORMATTER": "json_chat"}, "OPTION_OUTPUT_FORMATTER (option.output_formatter)='json_chat'"),
+        ({"OPTION_TGI_COMPAT": "yes"}, "OPTION_TGI_COMPAT (option.tgi_compat)='yes': not a boolean. Accepted: true"),
     ],
-    ids=["deep_gemm on per-tensor", "trtllm on Hopper", "twin keys", "quantize on a quantised checkpoint"],
+    ids=[
+        "deep_gemm on per-tensor",
+        "trtllm on Hopper",
+        "twin keys",
+        "quantize on a quantised checkpoint",
+        "an LMI chat formatter",
+        "tgi_compat not a boolean",
+    ],
 )
 def test_invalid_configuration_exits_2_with_the_message_on_stderr(env, message):
     done = run_resolve(
@@ -251,3 +260,14 @@ def test_a_backend_before_0_17_on_a_dense_model_is_a_config_error_not_a_tracebac
     assert "OPTION_MOE_BACKEND (option.moe_backend)='marlin'" in done.stderr
     assert "vLLM 0.16.0 has no --moe-backend" in done.stderr
     assert "Accepted: auto, triton, flashinfer_cutlass, flashinfer_trtllm" in done.stderr
+
+
+def test_tgi_compat_reaches_the_servers_environment_with_its_reason():
+    done = run_resolve("--model", str(FIXTURES / "mixtral-8x7b-instruct-v0.1-fp8"), "--gpu", "H200", "--json",
+                       env={"OPTION_TGI_COMPAT": "true"})  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)
+    assert plan["env"]["MOE_LMI_TGI_COMPAT"] == "true" and plan["env"]["MOE_LMI_STREAM_FORMAT"] == "sse"
+    assert "responses to LMI/TGI bodies: each answer inside a JSON array, details on by default; streams as SSE " \
+           "(option.tgi_compat / option.output_formatter)" in plan["reasons"]  # fmt: skip
+    assert "tgi_compat" not in " ".join(plan["vllm_args"])

@@ -181,8 +181,8 @@ def test_an_lmi_parameter_vllm_would_ignore_is_refused_before_vllm(stream: bool)
 
 
 # TGI's Python client (text_generation.Client.generate) sends every field of its Parameters model, unset ones as null,
-# and always details=true. (It reads the answer as a list and its stream as SSE, unlike LMI's: the body is accepted, the
-# client still cannot read the answer; huggingface_hub's InferenceClient strips the nulls and reads LMI answers.)
+# and always details=true. (It reads the answer as a list and its stream as SSE, unlike LMI's: option.tgi_compat gives
+# those, test_tgi_compat.py; huggingface_hub's InferenceClient strips the nulls and reads LMI's unary answers.)
 TGI_CLIENT_PARAMETERS = {
     "do_sample": False, "max_new_tokens": 20, "repetition_penalty": None, "frequency_penalty": None,
     "return_full_text": False, "stop": [], "seed": None, "temperature": None, "top_k": None, "top_p": None,
