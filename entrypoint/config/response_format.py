@@ -18,11 +18,16 @@ _NOT_HERE = (
 )
 
 
+# LMI reads tgi_compat as a pydantic boolean: these spellings (and unset = false)
+_TRUE = ("true", "1", "yes", "on", "t", "y")
+_FALSE = ("false", "0", "no", "off", "f", "n")
+
+
 def parse_tgi_compat(text: str | None, key: str = "option.tgi_compat") -> bool:
     value = (text or "").strip().lower()
-    if value in ("", "false"):
+    if value in ("", *_FALSE):
         return False
-    if value == "true":
+    if value in _TRUE:
         return True
     raise ConfigError(key, text, "not a boolean", ["true", "false"])
 
@@ -36,6 +41,9 @@ def parse_response_format(
     """The answer format from the two options; unset is LMI's default (JSON objects, jsonlines streams)."""
     compat = parse_tgi_compat(tgi_compat, compat_key)
     name = (output_formatter or "").strip().lower()
+    if name == "none":
+        raise ConfigError(formatter_key, output_formatter, "LMI's raw text/plain answers are not supported here: "
+                          "every answer is JSON", OUTPUT_FORMATTERS)  # fmt: skip
     if name and name not in OUTPUT_FORMATTERS:
         raise ConfigError(formatter_key, output_formatter, _NOT_HERE, OUTPUT_FORMATTERS)
     if name in ("jsonlines", "sse"):

@@ -37,6 +37,7 @@ from entrypoint.lmi.request import (
     CUSTOM_ATTRIBUTES_HEADER,
     LMIRequest,
     Schema,
+    TgiTokens,
     classify_body,
     parse_custom_attributes,
     parse_lmi_request,
@@ -100,7 +101,7 @@ class LMIMiddleware:
         self.format, why = ResponseFormat.from_env(os.environ)  # the plan's option.tgi_compat / output_formatter
         if why:
             logger.warning("responses: %s", why)
-        self._special_ids: frozenset[int] | None = None  # read from vLLM's tokenizer on the first TGI request
+        self._tgi: TgiTokens | None = None  # read from vLLM's tokenizer on the first TGI request
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -144,22 +145,27 @@ class LMIMiddleware:
             await _send_json(send, error.code, error.body())
             return
         if self.format.tgi_compat:
-            req = replace(req, special_ids=self._special_token_ids(scope))
+            req = replace(req, tgi=self._tgi_tokens(scope))
         translated = json.dumps(req.completion).encode()
         handle = self._stream if req.stream else self._unary
         await handle(req, _json_scope(scope, translated), _replay(translated, receive), send)
 
-    def _special_token_ids(self, scope: Scope) -> frozenset[int]:
-        """The served tokenizer's special token ids (vLLM's EngineClient.get_tokenizer(), 0.32), read once."""
-        if self._special_ids is None:
+    def _tgi_tokens(self, scope: Scope) -> TgiTokens:
+        """The served tokenizer's special ids and one token's text (vLLM 0.32's EngineClient.get_tokenizer()), read
+        once. Without a tokenizer (a server started with --skip-tokenizer-init) the answers still go out, every token
+        not special and a prompt token's missing text empty, and the log says why."""
+        if self._tgi is None:
             engine = getattr(getattr(scope.get("app"), "state", None), "engine_client", None)
             try:
-                self._special_ids = frozenset(int(i) for i in engine.get_tokenizer().all_special_ids)
-            except Exception as exc:  # any failure: the answers still go out, and the log says why
+                tokenizer = engine.get_tokenizer()
+                special = frozenset(int(i) for i in tokenizer.all_special_ids)
+            except Exception as exc:
                 logger.warning("tgi_compat: the tokenizer's special tokens are unknown (%s: %s); every token is "
                                "sent with special=false", type(exc).__name__, exc)  # fmt: skip
-                self._special_ids = frozenset()
-        return self._special_ids
+                self._tgi = TgiTokens(frozenset(), lambda token_id: "")
+            else:
+                self._tgi = TgiTokens(special, lambda token_id: _decode_one(tokenizer, token_id))
+        return self._tgi
 
     async def _unary(self, req: LMIRequest, scope: Scope, receive: Receive, send: Send) -> None:
         status = 500
@@ -312,6 +318,13 @@ async def _send_refusal(send: Send, start: Message, raw: bytes, schema: Schema, 
         return
     headers = _without(list(start.get("headers", [])), b"content-type", b"content-length")
     await _send_json(send, 400, explained, headers)
+
+
+def _decode_one(tokenizer: Any, token_id: int) -> str:
+    try:
+        return str(tokenizer.decode([token_id]))
+    except Exception:  # an id the tokenizer cannot decode: an empty text, as TGI's clients need some text
+        return ""
 
 
 def _unary_answer(req: LMIRequest, status: int, raw: bytes) -> tuple[int, Any]:

@@ -15,7 +15,7 @@ import json
 import math
 import re
 import sys
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -116,12 +116,25 @@ class LMIRequest:
     details: bool = False
     decoder_input_details: bool = False
     seed: int | None = None
-    # return_full_text when streaming: vLLM does not echo the prompt in a stream, so the final
-    # line's generated_text gets it prepended here.
-    stream_prefix: str = ""
-    # option.tgi_compat: the tokenizer's special token ids, so that each token carries TGI's `special` flag; None: LMI's
-    # token shape, without it
-    special_ids: frozenset[int] | None = None
+    # return_full_text: each input, prepended here to its generated_text. Not vLLM's `echo`: vLLM drops the echoed
+    # prompt whenever return_token_ids is set (details, streams; completion/serving.py of 0.32) and never echoes in a
+    # stream.
+    full_text_prefixes: tuple[str, ...] = ()
+    # option.tgi_compat: what TGI's token shape needs of the served tokenizer; None: LMI's token shape
+    tgi: TgiTokens | None = None
+
+    def full_text_prefix(self, index: int) -> str:
+        """What goes before input `index`'s generated text: the input itself under return_full_text, else ""."""
+        return self.full_text_prefixes[index] if index < len(self.full_text_prefixes) else ""
+
+
+@dataclass(frozen=True)
+class TgiTokens:
+    """TGI's token shape (option.tgi_compat), from the served tokenizer: which ids are special tokens, and one id's
+    text (vLLM gives the prompt's first token no text; TGI's clients require one)."""
+
+    special_ids: frozenset[int]
+    decode: Callable[[int], str]
 
 
 # The vLLM completion field each LMI name became: vLLM's own errors name these, the client sent
@@ -291,8 +304,6 @@ def parse_lmi_request(
         completion["truncate_prompt_tokens"] = truncate
     if ignore_eos:
         completion["ignore_eos"] = True
-    if return_full_text and not stream:
-        completion["echo"] = True
     if details:
         completion["logprobs"] = 0  # the sampled token's logprob only
     if decoder_input_details and not stream:
@@ -308,7 +319,7 @@ def parse_lmi_request(
         details=details,
         decoder_input_details=decoder_input_details and not stream,
         seed=seed,
-        stream_prefix=inputs if stream and return_full_text and isinstance(inputs, str) else "",
+        full_text_prefixes=tuple(items) if return_full_text else (),
     )
 
 

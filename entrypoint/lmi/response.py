@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from entrypoint.lmi.errors import LMIError
-from entrypoint.lmi.request import LMIRequest
+from entrypoint.lmi.request import LMIRequest, TgiTokens
 
 
 def finish_reason_to_lmi(finish_reason: str | None, stop_reason: int | str | None) -> str | None:
@@ -25,17 +25,17 @@ def finish_reason_to_lmi(finish_reason: str | None, stop_reason: int | str | Non
     return finish_reason  # "abort", "error", or whatever a newer vLLM adds: passed on, not hidden
 
 
-def mark_special(tokens: list[dict[str, Any]], special_ids: frozenset[int] | None) -> list[dict[str, Any]]:
+def mark_special(tokens: list[dict[str, Any]], tgi: TgiTokens | None) -> list[dict[str, Any]]:
     """TGI's token shape under option.tgi_compat: each token says whether it is one of the tokenizer's special tokens
-    (TGI's own clients require the field); unchanged for LMI's shape (special_ids None)."""
-    if special_ids is not None:
+    (TGI's own clients require the field); unchanged for LMI's shape (tgi None)."""
+    if tgi is not None:
         for token in tokens:
-            token["special"] = token["id"] in special_ids
+            token["special"] = token["id"] in tgi.special_ids
     return tokens
 
 
 def _token_entries(choice: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """details.tokens from a choice's token_ids and logprobs (prompt entries dropped under echo)."""
+    """details.tokens from a choice's token_ids and logprobs (prompt entries dropped, should vLLM echo them)."""
     ids = choice.get("token_ids") or []
     logprobs = choice.get("logprobs") or {}
     texts = list(logprobs.get("tokens") or [])
@@ -54,15 +54,19 @@ def _token_entries(choice: Mapping[str, Any]) -> list[dict[str, Any]]:
     return entries
 
 
-def _prefill_entries(choice: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """details.prefill: the prompt tokens with their logprobs (the first one has none, as in TGI)."""
+def _prefill_entries(choice: Mapping[str, Any], tgi: TgiTokens | None) -> list[dict[str, Any]]:
+    """details.prefill: the prompt tokens with their logprobs (the first one has none, as in TGI). vLLM gives the
+    first no text either; TGI's shape takes it from the tokenizer, since TGI's clients require a text."""
     ids = choice.get("prompt_token_ids") or []
     prompt_logprobs = choice.get("prompt_logprobs") or []
     entries = []
     for i, token_id in enumerate(ids):
         entry = prompt_logprobs[i] if i < len(prompt_logprobs) else None
         info = (entry or {}).get(str(token_id)) or {}
-        entries.append({"id": token_id, "text": info.get("decoded_token"), "logprob": info.get("logprob")})
+        text = info.get("decoded_token")
+        if text is None and tgi is not None:
+            text = tgi.decode(token_id)
+        entries.append({"id": token_id, "text": text, "logprob": info.get("logprob")})
     return entries
 
 
@@ -74,8 +78,8 @@ def lmi_details(choice: Mapping[str, Any], req: LMIRequest, tokens: list[dict[st
         "tokens": tokens,
     }
     if req.decoder_input_details:
-        details["prefill"] = _prefill_entries(choice)
-    elif req.special_ids is not None:  # TGI's shape (option.tgi_compat): its clients require the list, empty here
+        details["prefill"] = _prefill_entries(choice, req.tgi)
+    elif req.tgi is not None:  # TGI's shape (option.tgi_compat): its clients require the list, empty here
         details["prefill"] = []
     return details
 
@@ -85,9 +89,11 @@ def completion_to_lmi(response: Mapping[str, Any], req: LMIRequest) -> dict[str,
     choices = sorted(response.get("choices") or [], key=lambda c: c.get("index", 0))
     answers = []
     for choice in choices:
-        answer: dict[str, Any] = {"generated_text": choice.get("text", "")}
+        answer: dict[str, Any] = {
+            "generated_text": req.full_text_prefix(choice.get("index", 0)) + choice.get("text", "")
+        }
         if req.details or req.decoder_input_details:
-            answer["details"] = lmi_details(choice, req, mark_special(_token_entries(choice), req.special_ids))
+            answer["details"] = lmi_details(choice, req, mark_special(_token_entries(choice), req.tgi))
         answers.append(answer)
     if req.batch:
         return answers

@@ -111,25 +111,40 @@ class LMIStreamTranslator:
             tokens = split_chunk_tokens(
                 text, list(choice.get("token_ids") or []), logprobs.get("tokens"), logprobs.get("token_logprobs")
             )
-            mark_special(tokens, self.req.special_ids)
+            mark_special(tokens, self.req.tgi)
             finish = choice.get("finish_reason")
             if not tokens and text:
                 if finish is None:
                     self._pending = text
-                else:  # nothing left to carry it: a text-only line (id null) ends the stream
-                    tokens = [{"id": None, "text": text, "logprob": None}]
+                else:  # nothing left to carry it: a text-only line (no id) ends the stream
+                    tokens = [self._no_token(text)]
             for token in tokens:
                 lines.append({"index": self._index, "token": token, "generated_text": None, "details": None})
                 self._index += 1
-            self._tokens.extend(t for t in tokens if t["id"] is not None)
+            self._tokens.extend(t for t in tokens if t["id"] is not None and t["id"] >= 0)
             if finish is not None:
-                final = lines.pop() if lines else {"index": self._index, "token": None, "details": None}
-                final["generated_text"] = self.req.stream_prefix + "".join(self._text)
+                final = lines.pop() if lines else {"index": self._index, "token": self._no_token(""), "details": None}
+                final["generated_text"] = self.req.full_text_prefix(0) + "".join(self._text)
                 if self.req.details:
-                    final["details"] = lmi_details(choice, self.req, self._tokens)
+                    final["details"] = self._final_details(choice)
                 lines.append(final)
                 self.finished = True
         return lines
+
+    def _no_token(self, text: str) -> dict[str, Any] | None:
+        """A line's token where vLLM sent text without one, or nothing at the end: LMI's line says so with a null id
+        (or no token). TGI's clients require an int id and `special` on every event, so TGI's shape sends id -1, marked
+        special when it carries no text (TGI: a special token may be left out when concatenating), as LMI's own
+        placeholder token is."""
+        if self.req.tgi is None:
+            return {"id": None, "text": text, "logprob": None} if text else None
+        return {"id": -1, "text": text, "logprob": None, "special": not text}
+
+    def _final_details(self, choice: Mapping[str, Any]) -> dict[str, Any]:
+        details = lmi_details(choice, self.req, self._tokens)
+        if self.req.tgi is not None:  # TGI's stream details (and LMI's): no token list on the last event
+            return {key: details[key] for key in ("finish_reason", "generated_tokens", "seed")}
+        return details
 
     def _frame(self, lines: list[dict[str, Any]]) -> bytes:
         if self.sse:  # as LMI's sse formatter and TGI write them; TGI's clients strip the "data:" prefix

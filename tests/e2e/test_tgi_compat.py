@@ -27,6 +27,21 @@ def test_the_plan_says_so(tgi_server: Server) -> None:
     assert "responses to LMI/TGI bodies: each answer inside a JSON array, details on by default; streams as SSE" in log
 
 
+def test_special_flags_prefill_texts_and_the_full_text_come_from_the_served_model(tgi_server: Server) -> None:
+    """Token 0 of the tiny model is <|endoftext|>, a special token: forced, it must come back special. The prompt's
+    first token gets its text from the tokenizer (vLLM gives it none), and return_full_text keeps the prompt with the
+    details this option turns on."""
+    with httpx.Client(base_url=tgi_server.url, timeout=60) as client:
+        forced = {"max_new_tokens": 2, "allowed_token_ids": [0], "ignore_eos_token": True}
+        (answer,) = client.post("/invocations", json={"inputs": "Hello", "parameters": forced}).json()
+        assert [t["special"] for t in answer["details"]["tokens"]] == [True, True], answer
+        asked = {"max_new_tokens": 2, "decoder_input_details": True, "return_full_text": True}
+        (answer,) = client.post("/invocations", json={"inputs": "Hello world", "parameters": asked}).json()
+        assert answer["generated_text"].startswith("Hello world") and len(answer["details"]["tokens"]) == 2
+        assert all(isinstance(token["text"], str) for token in answer["details"]["prefill"]), answer
+    assert "special tokens are unknown" not in tgi_server.log_path.read_text(errors="replace")
+
+
 def test_huggingface_hubs_client_reads_the_stream_token_by_token(tgi_server: Server) -> None:
     from huggingface_hub import InferenceClient
 

@@ -155,7 +155,10 @@ def test_a_model_directory_serving_properties_overrides_the_backend(tmp_path):
         ({"OPTION_TENSOR_PARALLEL_DEGREE": "4", "OPTION_TENSOR_PARALLEL_SIZE": "2"}, "different values"),
         ({"OPTION_QUANTIZE": "fp8"}, "option.quantize"),
         ({"OPTION_OUTPUT_FORMATTER": "json_chat"}, "OPTION_OUTPUT_FORMATTER (option.output_formatter)='json_chat'"),
-        ({"OPTION_TGI_COMPAT": "yes"}, "OPTION_TGI_COMPAT (option.tgi_compat)='yes': not a boolean. Accepted: true"),
+        (
+            {"OPTION_TGI_COMPAT": "maybe"},
+            "OPTION_TGI_COMPAT (option.tgi_compat)='maybe': not a boolean. Accepted: true",
+        ),
     ],
     ids=[
         "deep_gemm on per-tensor",

@@ -22,6 +22,8 @@ TGI = ResponseFormat(StreamFormat.SSE, tgi_compat=True)
         ("JSONLines", None, LMI),
         (None, "true", TGI),  # tgi_compat streams as SSE, as LMI's does
         (None, "TRUE", TGI),
+        (None, "1", TGI),  # LMI's pydantic boolean spellings
+        (None, "no", LMI),
         ("jsonlines", "true", ResponseFormat(StreamFormat.JSONLINES, tgi_compat=True)),  # the formatter says
         ("sse", None, ResponseFormat(StreamFormat.SSE, tgi_compat=False)),
     ],
@@ -35,7 +37,8 @@ def test_the_two_options_give_the_format(formatter: str | None, compat: str | No
     [
         ("json_chat", None, "option.output_formatter='json_chat': not a formatter this server has (LMI's chat"),
         ("my_module.format", None, "Accepted: json, jsonlines, sse"),
-        (None, "1", "option.tgi_compat='1': not a boolean. Accepted: true, false"),
+        (None, "maybe", "option.tgi_compat='maybe': not a boolean. Accepted: true, false"),
+        ("none", None, "option.output_formatter='none': LMI's raw text/plain answers are not supported here"),
     ],
 )
 def test_a_value_this_server_cannot_honour_is_refused_naming_it(formatter: str | None, compat: str | None,

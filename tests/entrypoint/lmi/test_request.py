@@ -123,7 +123,6 @@ def test_every_lmi_parameter_maps_to_its_vllm_name() -> None:
         "repetition_penalty": 1.1,
         "seed": 42,
         "stop": ["\n\n", "END"],
-        "echo": True,
         "truncate_prompt_tokens": 100,
         "ignore_eos": True,
         "logprobs": 0,
@@ -153,7 +152,7 @@ def test_streaming_asks_for_token_ids_and_moves_full_text_to_the_final_line() ->
     req = parse_lmi_request({"inputs": "Hi", "stream": True, "parameters": {"return_full_text": True}})
     assert req.completion["stream"] is True and req.completion["return_token_ids"] is True
     assert "echo" not in req.completion  # vLLM does not echo in a stream
-    assert req.stream_prefix == "Hi"
+    assert req.full_text_prefixes == ("Hi",) and req.full_text_prefix(0) == "Hi"
 
 
 @pytest.mark.parametrize(

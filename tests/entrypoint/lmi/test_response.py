@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from entrypoint.lmi.request import LMIRequest
+from entrypoint.lmi.request import LMIRequest, TgiTokens
 from entrypoint.lmi.response import completion_to_lmi, finish_reason_to_lmi
 
 # ---------------------------------------------------------------------------------------------
@@ -78,3 +78,21 @@ def test_batch_answers_are_a_list_in_input_order() -> None:
     choices = [{"index": 1, "text": "b"}, {"index": 0, "text": "a"}]
     answer = completion_to_lmi({"choices": choices}, LMIRequest(completion={}, batch=True))
     assert answer == [{"generated_text": "a"}, {"generated_text": "b"}]
+
+
+def test_return_full_text_prepends_each_input_to_its_own_answer() -> None:
+    """The prefix comes from the request, not vLLM's echo (dropped by vLLM 0.32 whenever token ids are asked for)."""
+    choices = [{"index": 1, "text": " y"}, {"index": 0, "text": " x"}]
+    req = LMIRequest(completion={}, batch=True, full_text_prefixes=("A", "B"))
+    assert completion_to_lmi({"choices": choices}, req) == [{"generated_text": "A x"}, {"generated_text": "B y"}]
+
+
+def test_tgis_shape_gives_the_first_prompt_token_a_text_and_every_token_its_special_flag() -> None:
+    tgi = TgiTokens(frozenset({511}), lambda token_id: f"<{token_id}>")
+    req = LMIRequest(completion={}, details=True, decoder_input_details=True, tgi=tgi)
+    details = completion_to_lmi(VLLM_ANSWER, req)["details"]
+    assert details["prefill"][0] == {"id": 354, "text": "<354>", "logprob": None}  # TGI's clients need a text
+    assert details["prefill"][1]["text"] == "o"  # vLLM's own where it gives one
+    assert [t["special"] for t in details["tokens"]] == [False, True]
+    without = completion_to_lmi(VLLM_ANSWER, LMIRequest(completion={}, details=True, tgi=tgi))["details"]
+    assert without["prefill"] == []  # TGI's Details requires the list

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from entrypoint.lmi.request import LMIRequest
+from entrypoint.lmi.request import LMIRequest, TgiTokens
 from entrypoint.lmi.stream import LMIStreamTranslator, split_chunk_tokens, split_sse
 
 
@@ -119,3 +119,21 @@ def test_split_sse_keeps_a_partial_event() -> None:
 
 def test_split_sse_joins_multi_line_data_and_skips_comments() -> None:
     assert split_sse(b": ping\n\ndata: a\ndata: b\n\nevent: x\ndata:c\n\n") == ([b"a\nb", b"c"], b"")
+
+
+def test_tgis_shape_gives_every_event_an_int_id_and_the_short_stream_details() -> None:
+    """TGI's clients parse every event's token (int id, `special`); a finish that carries text without a token, or
+    nothing, gets the placeholder id -1 (special only when it has no text). The last event's details are TGI's."""
+    tgi = TgiTokens(frozenset({2}), lambda token_id: "")
+    req = LMIRequest(completion={}, stream=True, details=True, seed=3, tgi=tgi)
+    lines = read_lines(LMIStreamTranslator(req).feed(sse(chunk(" a", [2]), chunk(" tail", [], "stop"))))
+    assert [line["token"] for line in lines] == [
+        {"id": 2, "text": " a", "logprob": None, "special": True},
+        {"id": -1, "text": " tail", "logprob": None, "special": False},
+    ]
+    assert lines[-1]["details"] == {"finish_reason": "eos_token", "generated_tokens": 1, "seed": 3}
+    ended = read_lines(LMIStreamTranslator(req).feed(sse(chunk(" a", [1]), chunk("", [], "length"))))
+    assert ended[-1]["token"] == {"id": -1, "text": "", "logprob": None, "special": True}
+    assert ended[-1]["generated_text"] == " a"
+    lmi = read_lines(LMIStreamTranslator(LMIRequest(completion={}, stream=True)).feed(sse(chunk("", [], "length"))))
+    assert lmi == [{"index": 0, "token": None, "generated_text": "", "details": None}]  # LMI's line: unchanged
