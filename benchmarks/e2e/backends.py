@@ -21,6 +21,7 @@ from typing import Any
 from benchmarks.e2e.spec import MoEShape
 from entrypoint.moe_plugin import GEMM1_PDL_ENV, KERNEL_ENV  # KERNEL_ENV: the plan's switch for our kernel
 from entrypoint.moe_plugin.fold_routing import FOLD_ENV
+from entrypoint.utils.response_format import ResponseFormat
 from entrypoint.warmup import WARMUP_ENVS
 
 # plan_vllm_kernel: the plan with option.moe_kernel=vllm (vLLM's kernels only), what the plugin adds is plan / it.
@@ -125,9 +126,10 @@ def _plan_setup(decision: PlanDecision, tuned_dir: Path) -> EngineSetup:
 
 
 def _identity(setup: EngineSetup, shape: MoEShape) -> tuple[str, tuple[tuple[str, str], ...]]:
-    """What the engine really runs: a tuned-config folder with no file for this shape changes nothing, nor does the
-    server's warm-up."""
-    env = {k: v for k, v in setup.env.items() if k not in WARMUP_ENVS}
+    """What the engine really runs: a tuned-config folder with no file for this shape changes nothing, nor do the
+    server's warm-up and the shape of its LMI answers."""
+    server_only = {*WARMUP_ENVS, *ResponseFormat().env()}
+    env = {k: v for k, v in setup.env.items() if k not in server_only}
     folder = env.get(TUNED_ENV)
     if folder is not None and not tuned_files_for(shape, Path(folder)):
         del env[TUNED_ENV]
