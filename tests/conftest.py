@@ -7,6 +7,11 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import settings
 
+# Triton's interpreter (no GPU) must be chosen before any test module imports a kernel (triton.jit reads
+# TRITON_INTERPRET when it decorates): here, not only in the kernel suites' conftests, so that any selection of tests
+# works. `pytest tests/entrypoint tests/tools` failed 23 plugin tests under the interpreter until 2026-12-05.
+import tests.ops.conftest  # noqa: F401
+
 # CI runs on a shared 2-core machine next to vLLM CPU engines: hypothesis's default 200 ms per-example deadline
 # would fail on scheduling noise, not on a slow property. Examples are still bounded by pytest's timeout.
 settings.register_profile("moe-serving", deadline=None)
