@@ -21,7 +21,7 @@ from typing import Any
 from benchmarks.e2e.spec import MoEShape
 from entrypoint.moe_plugin import GEMM1_PDL_ENV, KERNEL_ENV  # KERNEL_ENV: the plan's switch for our kernel
 from entrypoint.moe_plugin.fold_routing import FOLD_ENV
-from entrypoint.utils.response_format import ResponseFormat
+from entrypoint.utils.response_format import RESPONSE_FORMAT_ENVS
 from entrypoint.warmup import WARMUP_ENVS
 
 # plan_vllm_kernel: the plan with option.moe_kernel=vllm (vLLM's kernels only), what the plugin adds is plan / it.
@@ -54,6 +54,11 @@ class EngineSetup:
     note: str = ""
     same_engine_as: str | None = None  # another backend's engine is identical: reuse its numbers
     error: str = ""  # set when no engine can be started for this row (e.g. the resolver refused)
+
+    @property
+    def starts_engine(self) -> bool:
+        """This row starts an engine of its own: no plan error, not a copy of another row's engine."""
+        return not self.error and not self.same_engine_as
 
     def engine_kwargs(self) -> dict[str, Any]:
         return {"moe_backend": self.moe_backend} if self.moe_backend else {}
@@ -125,11 +130,14 @@ def _plan_setup(decision: PlanDecision, tuned_dir: Path) -> EngineSetup:
     return EngineSetup("plan", moe, env=env, unset_env=unset, note=note)
 
 
+# the server's own settings: two engines that differ only in these run the same engine
+SERVER_ONLY_ENVS = frozenset({*WARMUP_ENVS, *RESPONSE_FORMAT_ENVS})
+
+
 def _identity(setup: EngineSetup, shape: MoEShape) -> tuple[str, tuple[tuple[str, str], ...]]:
     """What the engine really runs: a tuned-config folder with no file for this shape changes nothing, nor do the
     server's warm-up and the shape of its LMI answers."""
-    server_only = {*WARMUP_ENVS, *ResponseFormat().env()}
-    env = {k: v for k, v in setup.env.items() if k not in server_only}
+    env = {k: v for k, v in setup.env.items() if k not in SERVER_ONLY_ENVS}
     folder = env.get(TUNED_ENV)
     if folder is not None and not tuned_files_for(shape, Path(folder)):
         del env[TUNED_ENV]

@@ -82,7 +82,7 @@ def served_options(args: RunArgs) -> dict[str, str]:
 
 
 def _estimate(args: RunArgs, label: str, setup: be.EngineSetup) -> float:
-    if setup.same_engine_as or setup.error:
+    if not setup.starts_engine:
         return 0.0
     est = runner.estimate_start_s(label, setup, served=args.engine == "served")
     est += runner.estimate_measure_s(label, args.workloads, args.reps)
@@ -196,7 +196,7 @@ def multicast_refusals(jobs: Sequence[PlannedJob]) -> list[str]:
     """One line per multi-GPU row whose environment would let NVLink multicast on (parallel.MULTICAST_OFF)."""
     refusals = []
     for j in jobs:
-        if j.command is not None and not j.setup.error and not j.setup.same_engine_as and j.ranks > 1:
+        if j.command is not None and j.setup.starts_engine and j.ranks > 1:
             problems = parallel.multicast_problems(j.command.env)
             if problems:
                 refusals.append(f"{j.model} {j.split} {j.setup.backend}: needs {', '.join(problems)}")

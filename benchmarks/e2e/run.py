@@ -121,7 +121,7 @@ def _prepare(
     fi_line = f"FlashInfer JIT (sampler, autotuner delay kernel) prebuilt in {fi_jit_s} s (None: engines build it)"
     print(f"e2e: {fi_line}")
     engines_log.write_text(f"===== {fi_line} =====\n")
-    if args.engine == "served" and any(not j.setup.error and not j.setup.same_engine_as for j in jobs):
+    if args.engine == "served" and any(j.setup.starts_engine for j in jobs):
         # vLLM's model-info entries as the image build bakes them (Dockerfile); each served start seeds them as `serve`
         # does (served_worker)
         baked = runner.bake_model_info(args.work_dir / "model-info", prewarm_env, min(120.0, budget.left()))
@@ -156,8 +156,9 @@ def _run_engine(
 ) -> tuple[runner.JobResult, float | None]:
     label, backend = j.model, j.setup.backend
     start_est = runner.estimate_start_s(label, j.setup, served=args.engine == "served")
-    if not budget.allows(start_est + 30):
-        print(f"e2e: {label} {backend}: skipped, {budget.left():.0f} s left < ~{start_est + 30:.0f} s needed")
+    need = runner.engine_need_s(label, j.setup, served=args.engine == "served")
+    if not budget.allows(need):
+        print(f"e2e: {label} {backend}: skipped, {budget.left():.0f} s left < ~{need:.0f} s needed")
         return runner.JobResult(status="skipped_budget", error=f"{budget.left():.0f} s of budget left"), None
     run_dir = (
         j.model_dir if layers == spec.num_layers(j.config) else spec.with_layers(j.model_dir, layers, args.work_dir)

@@ -89,12 +89,16 @@ def estimate_start_s(label: str, setup: EngineSetup, served: bool = False) -> fl
 PREPARE_S = 55.0
 
 
+def engine_need_s(label: str, setup: EngineSetup, served: bool) -> float:
+    """Seconds of budget an engine must have left to be started: its start estimate and 30 s to measure."""
+    return estimate_start_s(label, setup, served) + 30
+
+
 def first_engine_need_s(jobs: Sequence[Any], served: bool) -> float | None:
-    """Seconds the cheapest engine to start needs (its start estimate + 30 s, as the run's own check), or None where
-    no job starts an engine (plan errors, rows copied from another engine)."""
-    runnable = [j for j in jobs if not j.setup.error and not j.setup.same_engine_as]
-    starts = [estimate_start_s(j.model, j.setup, served) for j in runnable]
-    return min(starts) + 30 if starts else None
+    """What the cheapest engine to start needs (engine_need_s), or None where no job starts an engine (plan errors,
+    rows copied from another engine)."""
+    needs = [engine_need_s(j.model, j.setup, served) for j in jobs if j.setup.starts_engine]
+    return min(needs) if needs else None
 
 
 def estimate_measure_s(label: str, workloads: Sequence[Workload], reps: int) -> float:
