@@ -285,6 +285,10 @@ if [ "$PHASE" = tuned ] && [ "${DRY_RUN:-0}" != 1 ]; then
   cp "$LAYER"/tuned/*.json "$OUT/" 2>/dev/null
   export MOE_BAKED_COMPILE_CACHE=$LAYER
 fi
+# A dry run skips the tune but plans the harness with what the tune would leave of the step (its budget at most)
+if [ "$PHASE" = tuned ] && [ "${DRY_RUN:-0}" = 1 ] && [ -z "${TUNED_LAYER_FROM:-}" ]; then
+  SECONDS=$((SECONDS + ${TUNE_BUDGET_S:-300}))
+fi
 # Phases of one harness run per variant (NAME=OPTION[;OPTION...], or NAME= for the image default), each in its own
 # folder under OUT, sharing the work dir and its FlashInfer JIT; the budget left is split over the runs still to start.
 VARIANTS=()
@@ -329,6 +333,8 @@ if ((${#VARIANTS[@]} > 0)); then
     python3 -m benchmarks.e2e run "${COMMON[@]}" --out-dir "$OUT/$name" --budget-s "$share" "${ARGS[@]}" \
       "${extra[@]}" "${DRY[@]}" 2>&1 | tee -a "$LOG"
     ((PIPESTATUS[0] == 0)) || rc=1
+    # a dry run plans the next variant with what this one may leave at worst: its whole share spent
+    [ "${DRY_RUN:-0}" = 1 ] && SECONDS=$((SECONDS + share))
     if [ "$PHASE" = nemotron-diag ]; then  # the worker's log holds the whole server log (its CUDA-graph metrics)
       gzip -c "$WORK/nemotron-3-nano-30b-a3b-fp8.plan.cold.log" >"$OUT/$name/engine_full.log.gz" 2>/dev/null || true
     fi
@@ -336,7 +342,9 @@ if ((${#VARIANTS[@]} > 0)); then
   echo "e2e.sh: phase $PHASE finished rc=$rc; one folder per variant in $OUT: ${VARIANTS[*]%%=*}"
   exit "$rc"
 fi
-python3 -m benchmarks.e2e run "${COMMON[@]}" "${ARGS[@]}" "${DRY[@]}" 2>&1 | tee -a "$LOG"
+# what the step has left (the tuned phase's tune came first): the harness counts its budget from its own start
+python3 -m benchmarks.e2e run "${COMMON[@]}" "${ARGS[@]}" --budget-s "$((BUDGET_S - SECONDS))" "${DRY[@]}" 2>&1 \
+  | tee -a "$LOG"
 rc=${PIPESTATUS[0]}
 if [ "$PHASE" = profile ] && [ "${DRY_RUN:-0}" != 1 ]; then
   traces=() labels=()

@@ -51,6 +51,9 @@ _MODEL_WEIGHT = {
     "maverick": 2.5,
 }
 _START_FACTOR = {
+    # Nemotron-3-Nano's served start from empty caches: 178 s on the H200 (2026-12-04b), 196-212 s on an H100
+    # (2026-12-05c/d)
+    "nemotron": 1.35,
     "glm-4.5-air": 1.6,
     "phi-3.5-moe": 1.1,
     "mixtral-8x7b": 1.2,
@@ -99,6 +102,17 @@ def first_engine_need_s(jobs: Sequence[Any], served: bool) -> float | None:
     rows copied from another engine)."""
     needs = [engine_need_s(j.model, j.setup, served) for j in jobs if j.setup.starts_engine]
     return min(needs) if needs else None
+
+
+def first_engine_verdict(first_need: float | None, budget_s: float) -> tuple[bool, str]:
+    """Whether a run's budget holds its preparation and its cheapest engine (first_engine_need_s), and the line that
+    says so. Dry runs print it too: the queue check (tests/benchmarks/test_queue_budgets.py) reads it."""
+    if first_need is None:
+        return True, "e2e: first engine: none to start"
+    need = first_need + PREPARE_S
+    fits = budget_s >= need
+    verdict = "fits" if fits else "does not fit"
+    return fits, f"e2e: first engine: needs ~{need:.0f} s with the preparation; budget {budget_s:.0f} s: {verdict}"
 
 
 def estimate_measure_s(label: str, workloads: Sequence[Workload], reps: int) -> float:

@@ -1,0 +1,106 @@
+"""The shipped GPU queues (benchmarks/device/queues/*.txt) against the harness's own start estimates.
+
+A lease is 30 minutes, and twice (2026-12-05c, 2026-12-05d, both on an H100) a queue step ran its preparation and then
+skipped its only engine: `nemotron-pin` split 300 s over two variants, `nemotron-profile` could start with 150 s. Here
+every e2e.sh step of every queue is planned in its dry-run mode with the least time the queue may give it (its MIN_S),
+and each harness run in it must say that its first engine fits ("e2e: first engine: ... fits";
+runner.first_engine_verdict).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+from tests.conftest_paths import REPO
+
+QUEUES = REPO / "benchmarks" / "device" / "queues"
+VERDICT = re.compile(r"^e2e: first engine: .*$", re.M)
+GPUS_OF_QUEUE = {"h200": 1, "x4": 4, "x8": 8}  # the machine each queue is written for
+
+
+class Step(NamedTuple):
+    queue: str
+    name: str
+    min_s: int
+    command: str
+
+
+def queue_steps(path: Path) -> list[Step]:
+    """The active steps of one queue file (run_queue.sh's syntax: NAME MIN_S MAX_S COMMAND [&])."""
+    steps = []
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or line == "wait":
+            continue
+        name, min_s, _max_s, command = line.split(None, 3)
+        steps.append(Step(path.stem, name, int(min_s), command.removesuffix("&").strip()))
+    return steps
+
+
+E2E_STEPS = [s for q in sorted(QUEUES.glob("*.txt")) for s in queue_steps(q) if "benchmarks/device/e2e.sh" in s.command]
+
+
+def plan_step(step: Step, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """The step's command as run_queue.sh runs it, in e2e.sh's dry-run mode, cut at its minimum."""
+    env = {
+        **os.environ,
+        "DRY_RUN": "1",
+        "STEP_LIMIT_S": str(step.min_s),
+        "GPUS": str(GPUS_OF_QUEUE.get(step.queue, 1)),
+        "PLAN_VLLM_VERSION": "0.32.0",  # the image's vLLM
+        "PIN": "api=0;engine=0-1;client=1",  # nemotron-pin reads the host's topology otherwise (CPUs of this host)
+        "OUT": str(tmp_path / "o"),
+        "WORK_DIR": str(tmp_path / "w"),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
+    return subprocess.run(["bash", "-c", step.command], env=env, capture_output=True, text=True, timeout=120, cwd=REPO)
+
+
+def verdicts(done: subprocess.CompletedProcess[str]) -> list[str]:
+    return VERDICT.findall(done.stdout)
+
+
+def test_the_queues_have_e2e_steps_to_check() -> None:
+    assert sorted(q.stem for q in QUEUES.glob("*.txt")) == sorted(GPUS_OF_QUEUE)
+    assert len(E2E_STEPS) >= 3, E2E_STEPS
+
+
+@pytest.mark.parametrize("step", E2E_STEPS, ids=[f"{s.queue}:{s.name}" for s in E2E_STEPS])
+def test_every_harness_run_of_a_queued_step_fits_its_first_engine_at_the_steps_minimum(
+    step: Step, tmp_path: Path
+) -> None:
+    done = plan_step(step, tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    found = verdicts(done)
+    assert found, done.stdout[-3000:]
+    short = [line for line in found if not line.endswith(": fits") and "none to start" not in line]
+    assert not short, f"{step.queue}:{step.name} at MIN_S={step.min_s}: " + "; ".join(short)
+
+
+@pytest.mark.parametrize(
+    ("command", "min_s", "fits"),
+    [
+        # 2026-12-05d's nemotron-pin: two variants in 300 s; the first got 245 s, the second 54 s
+        ("BUDGET_S=300 bash benchmarks/device/e2e.sh nemotron-pin", 320, [False, False]),
+        ("BUDGET_S=640 bash benchmarks/device/e2e.sh nemotron-pin", 670, [True, True]),
+        # 2026-12-05d's nemotron-profile could start with 150 s: a 120 s harness budget
+        ("MODEL=nemotron-3-nano-30b-a3b-fp8 PROFILE_BACKENDS=plan PROFILE_CONC=1 BUDGET_S=250 "
+         "bash benchmarks/device/e2e.sh profile", 150, [False]),
+        # the tune comes out of the step before the harness starts
+        ("MODEL=phi-3.5-moe-fp8-static TUNE_BUDGET_S=400 TUNED_BACKENDS=plan BUDGET_S=570 "
+         "bash benchmarks/device/e2e.sh tuned", 600, [False]),
+    ],
+)  # fmt: skip
+def test_the_check_tells_a_step_too_short_for_its_engines(
+    command: str, min_s: int, fits: list[bool], tmp_path: Path
+) -> None:
+    done = plan_step(Step("test", "step", min_s, command), tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert [line.endswith(": fits") for line in verdicts(done)] == fits, verdicts(done)
