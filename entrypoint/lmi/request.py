@@ -122,10 +122,16 @@ class LMIRequest:
     full_text_prefixes: tuple[str, ...] = ()
     # option.tgi_compat: what TGI's token shape needs of the served tokenizer; None: LMI's token shape
     tgi: TgiTokens | None = None
+    # each input's text: LMI's details carry it as `inputs` (djl-serving's output_formatter.py)
+    inputs: tuple[str, ...] = ()
 
     def full_text_prefix(self, index: int) -> str:
         """What goes before input `index`'s generated text: the input itself under return_full_text, else ""."""
         return self.full_text_prefixes[index] if index < len(self.full_text_prefixes) else ""
+
+    def input_text(self, index: int) -> str | None:
+        """Input `index`'s text, for details.inputs."""
+        return self.inputs[index] if index < len(self.inputs) else None
 
 
 @dataclass(frozen=True)
@@ -320,6 +326,7 @@ def parse_lmi_request(
         decoder_input_details=decoder_input_details and not stream,
         seed=seed,
         full_text_prefixes=tuple(items) if return_full_text else (),
+        inputs=tuple(items),
     )
 
 

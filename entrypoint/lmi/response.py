@@ -25,11 +25,16 @@ def finish_reason_to_lmi(finish_reason: str | None, stop_reason: int | str | Non
     return finish_reason  # "abort", "error", or whatever a newer vLLM adds: passed on, not hidden
 
 
-def mark_special(tokens: list[dict[str, Any]], tgi: TgiTokens | None) -> list[dict[str, Any]]:
-    """TGI's token shape under option.tgi_compat: each token says whether it is one of the tokenizer's special tokens
-    (TGI's own clients require the field); unchanged for LMI's shape (tgi None)."""
-    if tgi is not None:
-        for token in tokens:
+def shape_tokens(tokens: list[dict[str, Any]], tgi: TgiTokens | None) -> list[dict[str, Any]]:
+    """Token objects ({"id", "text", "logprob"} as built here) in the answer's shape, in place.
+
+    LMI's shape (tgi None) names the log-probability `log_prob`, as LMI's Token.as_dict does (djl-serving
+    request_io.py); LMI clients read that key. TGI's shape (option.tgi_compat) keeps `logprob` and says whether each
+    token is one of the tokenizer's special tokens (`special`: TGI's own clients require it)."""
+    for token in tokens:
+        if tgi is None:
+            token["log_prob"] = token.pop("logprob", None)
+        else:
             token["special"] = token["id"] in tgi.special_ids
     return tokens
 
@@ -67,6 +72,8 @@ def _prefill_entries(choice: Mapping[str, Any], tgi: TgiTokens | None) -> list[d
         if text is None and tgi is not None:
             text = tgi.decode(token_id)
         entries.append({"id": token_id, "text": text, "logprob": info.get("logprob")})
+    if tgi is None:  # LMI's prefill tokens are its Token objects too; TGI's PrefillToken has no `special`
+        shape_tokens(entries, None)
     return entries
 
 
@@ -74,6 +81,7 @@ def lmi_details(choice: Mapping[str, Any], req: LMIRequest, tokens: list[dict[st
     details: dict[str, Any] = {
         "finish_reason": finish_reason_to_lmi(choice.get("finish_reason"), choice.get("stop_reason")),
         "generated_tokens": len(tokens),
+        "inputs": req.input_text(choice.get("index", 0)),  # LMI's Details field (TGI's clients ignore it)
         "seed": req.seed,
         "tokens": tokens,
     }
@@ -93,7 +101,7 @@ def completion_to_lmi(response: Mapping[str, Any], req: LMIRequest) -> dict[str,
             "generated_text": req.full_text_prefix(choice.get("index", 0)) + choice.get("text", "")
         }
         if req.details or req.decoder_input_details:
-            answer["details"] = lmi_details(choice, req, mark_special(_token_entries(choice), req.tgi))
+            answer["details"] = lmi_details(choice, req, shape_tokens(_token_entries(choice), req.tgi))
         answers.append(answer)
     if req.batch:
         return answers

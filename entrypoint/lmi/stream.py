@@ -9,7 +9,7 @@ from typing import Any
 from entrypoint.lmi.errors import LMIError, error_from_stream_event
 from entrypoint.lmi.json_io import dumps_line, loads_vllm
 from entrypoint.lmi.request import LMIRequest
-from entrypoint.lmi.response import lmi_details, mark_special
+from entrypoint.lmi.response import lmi_details, shape_tokens
 
 
 def split_sse(data: bytes) -> tuple[list[bytes], bytes]:
@@ -54,9 +54,9 @@ def split_chunk_tokens(
 class LMIStreamTranslator:
     """Turns vLLM's completion SSE bytes into LMI jsonlines bytes, chunk by chunk.
 
-    Line shape: {"index": i, "token": {"id", "text", "logprob"}, "generated_text": null,
-    "details": null}; the last line carries generated_text (and details when asked). An error
-    event becomes a final {"code": N, "error": "..."} line.
+    Line shape: {"index": i, "token": {"id", "text", "log_prob"}, "generated_text": null, "details": null} (TGI's
+    token: "logprob" and "special"); the last line carries generated_text (and details when asked). An error event
+    becomes a final {"code": N, "error": "..."} line.
     """
 
     req: LMIRequest
@@ -111,7 +111,7 @@ class LMIStreamTranslator:
             tokens = split_chunk_tokens(
                 text, list(choice.get("token_ids") or []), logprobs.get("tokens"), logprobs.get("token_logprobs")
             )
-            mark_special(tokens, self.req.tgi)
+            shape_tokens(tokens, self.req.tgi)
             finish = choice.get("finish_reason")
             if not tokens and text:
                 if finish is None:
@@ -137,13 +137,13 @@ class LMIStreamTranslator:
         special when it carries no text (TGI: a special token may be left out when concatenating), as LMI's own
         placeholder token is."""
         if self.req.tgi is None:
-            return {"id": None, "text": text, "logprob": None} if text else None
+            return {"id": None, "text": text, "log_prob": None} if text else None
         return {"id": -1, "text": text, "logprob": None, "special": not text}
 
     def _final_details(self, choice: Mapping[str, Any]) -> dict[str, Any]:
         details = lmi_details(choice, self.req, self._tokens)
-        if self.req.tgi is not None:  # TGI's stream details (and LMI's): no token list on the last event
-            return {key: details[key] for key in ("finish_reason", "generated_tokens", "seed")}
+        if self.req.tgi is not None:  # TGI's stream details (and LMI's `inputs`): no token list on the last event
+            return {key: details[key] for key in ("finish_reason", "generated_tokens", "seed", "inputs")}
         return details
 
     def _frame(self, lines: list[dict[str, Any]]) -> bytes:

@@ -33,7 +33,7 @@ def assert_token(token: dict[str, Any], with_logprob: bool) -> None:
     assert isinstance(token["id"], int) and 0 <= token["id"] < 512
     assert isinstance(token["text"], str)
     if with_logprob:
-        assert isinstance(token["logprob"], float) and token["logprob"] <= 0.0
+        assert isinstance(token["log_prob"], float) and token["log_prob"] <= 0.0
 
 
 # ------------------------------------------------------------------------------------ health
@@ -61,6 +61,7 @@ def test_tgi_schema_with_details_counts_tokens_and_says_length(client: httpx.Cli
     details = answer["details"]
     assert details["finish_reason"] == "length"
     assert details["generated_tokens"] == 12 == len(details["tokens"])
+    assert details["inputs"] == "Hello"  # LMI's details repeat the input
     for token in details["tokens"]:
         assert_token(token, with_logprob=True)
 
@@ -145,8 +146,8 @@ def test_decoder_input_details_and_truncate(client: httpx.Client) -> None:
         "parameters": {"max_new_tokens": 2, "details": True, "decoder_input_details": True},
     }
     prefill = invoke(client, body).json()["details"]["prefill"]
-    assert len(prefill) > 4 and prefill[0]["logprob"] is None
-    assert all(isinstance(p["logprob"], float) for p in prefill[1:])
+    assert len(prefill) > 4 and prefill[0]["log_prob"] is None
+    assert all(isinstance(p["log_prob"], float) for p in prefill[1:])
     body["parameters"]["truncate"] = 3
     assert len(invoke(client, body).json()["details"]["prefill"]) == 3
 
@@ -193,6 +194,7 @@ def test_streaming_with_details(client: httpx.Client) -> None:
         assert_token(line["token"], with_logprob=True)
     details = lines[-1]["details"]
     assert details["finish_reason"] == "length" and details["generated_tokens"] == 6
+    assert details["inputs"] == "Tell me"
 
 
 # ------------------------------------------------------------------------------------ OpenAI bodies

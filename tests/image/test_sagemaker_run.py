@@ -134,7 +134,7 @@ def test_lmi_body_with_details(client: httpx.Client, content_type: str) -> None:
     assert isinstance(answer["generated_text"], str)
     details = answer["details"]
     assert details["finish_reason"] == "length" and details["generated_tokens"] == 8 == len(details["tokens"])
-    assert all(isinstance(t["id"], int) and t["logprob"] <= 0 for t in details["tokens"])
+    assert all(isinstance(t["id"], int) and t["log_prob"] <= 0 for t in details["tokens"])
 
 
 @pytest.mark.parametrize("content_type", CONTENT_TYPES)

@@ -193,9 +193,9 @@ def test_invalid_requests_are_refused_before_sending(overrides, message):
 
 def test_stream_parser_yields_tokens_across_split_chunks_and_utf8():
     lines = [
-        {"index": 0, "token": {"id": 1, "text": " Mix", "logprob": -0.1}, "generated_text": None},
-        {"index": 0, "token": {"id": 2, "text": "türe", "logprob": -0.2}, "generated_text": None},
-        {"index": 0, "token": {"id": 3, "text": "!", "logprob": -0.3}, "generated_text": " Mixtüre!"},
+        {"index": 0, "token": {"id": 1, "text": " Mix", "log_prob": -0.1}, "generated_text": None},
+        {"index": 0, "token": {"id": 2, "text": "türe", "log_prob": -0.2}, "generated_text": None},
+        {"index": 0, "token": {"id": 3, "text": "!", "log_prob": -0.3}, "generated_text": " Mixtüre!"},
     ]
     raw = b"".join(json.dumps(line, ensure_ascii=False).encode() + b"\n" for line in lines)
     parser = StreamParser()

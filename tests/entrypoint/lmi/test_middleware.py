@@ -216,8 +216,8 @@ def test_unary_answer_is_translated(client: httpx.AsyncClient) -> None:
     answer = run(client.post("/invocations", json=body)).json()
     assert answer["generated_text"] == " a b"
     assert answer["details"]["tokens"] == [
-        {"id": 1, "text": " a", "logprob": -0.1},
-        {"id": 2, "text": " b", "logprob": -0.2},
+        {"id": 1, "text": " a", "log_prob": -0.1},
+        {"id": 2, "text": " b", "log_prob": -0.2},
     ]
 
 

@@ -53,17 +53,34 @@ def test_completion_becomes_generated_text_only_without_details() -> None:
 
 
 def test_completion_details_carry_tokens_and_prefill() -> None:
-    req = LMIRequest(completion={}, details=True, decoder_input_details=True, seed=7)
+    """LMI's token objects name the log-probability `log_prob` (djl-serving's Token.as_dict) and its details carry the
+    input as `inputs`: LMI's clients read both."""
+    req = LMIRequest(completion={}, details=True, decoder_input_details=True, seed=7, inputs=("Hello",))
     assert completion_to_lmi(VLLM_ANSWER, req) == {
         "generated_text": " model How",
         "details": {
             "finish_reason": "stop_sequence",
             "generated_tokens": 2,
+            "inputs": "Hello",
             "seed": 7,
-            "tokens": [{"id": 335, "text": " model", "logprob": -0.36}, {"id": 511, "text": " How", "logprob": -0.37}],
-            "prefill": [{"id": 354, "text": None, "logprob": None}, {"id": 81, "text": "o", "logprob": -22.9}],
+            "tokens": [
+                {"id": 335, "text": " model", "log_prob": -0.36},
+                {"id": 511, "text": " How", "log_prob": -0.37},
+            ],
+            "prefill": [{"id": 354, "text": None, "log_prob": None}, {"id": 81, "text": "o", "log_prob": -22.9}],
         },
     }
+
+
+def test_each_answer_of_a_batch_carries_its_own_input() -> None:
+    choices = [{"index": 1, "text": " y", "token_ids": [2]}, {"index": 0, "text": " x", "token_ids": [1]}]
+    req = LMIRequest(completion={}, batch=True, details=True, inputs=("A", "B"))
+    answers = completion_to_lmi({"choices": choices}, req)
+    assert [a["details"]["inputs"] for a in answers] == ["A", "B"]
+    assert [a["details"]["tokens"] for a in answers] == [
+        [{"id": 1, "text": None, "log_prob": None}],
+        [{"id": 2, "text": None, "log_prob": None}],
+    ]
 
 
 def test_echoed_prompt_tokens_are_not_counted_as_generated() -> None:

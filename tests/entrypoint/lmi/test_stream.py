@@ -30,20 +30,21 @@ def read_lines(data: bytes) -> list[dict[str, Any]]:
 
 
 def test_stream_one_line_per_token_and_the_final_line_has_everything() -> None:
-    translator = LMIStreamTranslator(LMIRequest(completion={}, stream=True, details=True, seed=3))
+    translator = LMIStreamTranslator(LMIRequest(completion={}, stream=True, details=True, seed=3, inputs=("x",)))
     out = translator.feed(sse(chunk(" a", [1]), chunk(" b", [2]), chunk(" c", [3], "stop", "c"), "[DONE]"))
     lines = read_lines(out)
     assert [line["token"]["id"] for line in lines] == [1, 2, 3]
     assert [line["index"] for line in lines] == [0, 1, 2]
     assert lines[0] == {
         "index": 0,
-        "token": {"id": 1, "text": " a", "logprob": None},
+        "token": {"id": 1, "text": " a", "log_prob": None},
         "generated_text": None,
         "details": None,
     }
     assert lines[-1]["generated_text"] == " a b c"
     assert lines[-1]["details"]["finish_reason"] == "stop_sequence"
     assert lines[-1]["details"]["generated_tokens"] == 3 and lines[-1]["details"]["seed"] == 3
+    assert lines[-1]["details"]["inputs"] == "x"  # LMI's stream details carry the input
     assert translator.finished and translator.close() == b""
 
 
@@ -125,13 +126,13 @@ def test_tgis_shape_gives_every_event_an_int_id_and_the_short_stream_details() -
     """TGI's clients parse every event's token (int id, `special`); a finish that carries text without a token, or
     nothing, gets the placeholder id -1 (special only when it has no text). The last event's details are TGI's."""
     tgi = TgiTokens(frozenset({2}), lambda token_id: "")
-    req = LMIRequest(completion={}, stream=True, details=True, seed=3, tgi=tgi)
+    req = LMIRequest(completion={}, stream=True, details=True, seed=3, tgi=tgi, inputs=("x",))
     lines = read_lines(LMIStreamTranslator(req).feed(sse(chunk(" a", [2]), chunk(" tail", [], "stop"))))
     assert [line["token"] for line in lines] == [
         {"id": 2, "text": " a", "logprob": None, "special": True},
         {"id": -1, "text": " tail", "logprob": None, "special": False},
     ]
-    assert lines[-1]["details"] == {"finish_reason": "eos_token", "generated_tokens": 1, "seed": 3}
+    assert lines[-1]["details"] == {"finish_reason": "eos_token", "generated_tokens": 1, "seed": 3, "inputs": "x"}
     ended = read_lines(LMIStreamTranslator(req).feed(sse(chunk(" a", [1]), chunk("", [], "length"))))
     assert ended[-1]["token"] == {"id": -1, "text": "", "logprob": None, "special": True}
     assert ended[-1]["generated_text"] == " a"

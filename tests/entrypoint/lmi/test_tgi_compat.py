@@ -90,8 +90,8 @@ def test_output_formatter_sse_alone_frames_streams_and_leaves_answers_as_lmis(mo
     client = tgi_client(monkeypatch, tgi_compat="false", stream="sse")
     got = events(run(client.post("/invocations", json={"inputs": "fine", "stream": True})))
     assert [e["token"] for e in got] == [
-        {"id": 1, "text": " a", "logprob": None},
-        {"id": 2, "text": " b", "logprob": None},
+        {"id": 1, "text": " a", "log_prob": None},
+        {"id": 2, "text": " b", "log_prob": None},
     ]
     answer = run(client.post("/invocations", json={"inputs": "answer"})).json()
     assert answer == {"generated_text": " a b"}  # an object, no details unless asked
