@@ -18,7 +18,8 @@
 # env:     OUT       where results go (default /tmp/e2e-out): h200_e2e.csv/.md/.png, h200_e2e_raw.json,
 #                    engines.log (condensed engine logs), e2e_console.log — 6 files, one folder (fi-diag adds
 #                    fi_autotune_on.log.gz and autotune-off/).
-#          BUDGET_S  wall-clock budget of the harness (default 540: fits a 600 s command limit)
+#          BUDGET_S  wall-clock budget of the phase (default 540: fits a 600 s command limit); each harness run gets
+#                    what is left of it when it starts (after a bake or a tune; a variant: its share)
 #          STEP_LIMIT_S  set by run_queue.sh: the step's hard limit; BUDGET_S is cut to fit it
 #          WORK_DIR  the harness's scratch (model copies, per-engine caches and logs; default /tmp/e2e-bench-work):
 #                    give each of two phases running side by side on two GPUs its own
@@ -67,10 +68,16 @@ visible_gpus() {
   fi
 }
 
+# Seconds of the phase spent so far. A dry run plans with the worst case instead of measuring: a bake or a tune
+# takes its whole timeout, a variant its whole share (the queue check, tests/benchmarks/test_queue_budgets.py, reads
+# what each harness run is then given).
+PLANNED_S=0
+spent_s() { if [ "${DRY_RUN:-0}" = 1 ]; then echo "$PLANNED_S"; else echo "$SECONDS"; fi; }
+
 bake() {  # bake SHAPES: the image's baked Triton cache for these shapes, made here with this host's Triton
   BAKED=${BAKED_CACHE:-$WORK/baked-triton}
-  [ "${DRY_RUN:-0}" = 1 ] && return 0
   [ -d "$BAKED" ] && return 0
+  if [ "${DRY_RUN:-0}" = 1 ]; then PLANNED_S=$((PLANNED_S + ${BAKE_TIMEOUT_S:-240} + 120)); return 0; fi
   timeout "${BAKE_TIMEOUT_S:-240}" python3 -m kernels.aot bake --cache-dir "$BAKED" \
     --shapes "$1" --workers "$(nproc)" >"$OUT/aot_bake.log" 2>&1 || echo "bake failed" >&2
   # our fused-MoE kernel at the dispatch table's M for the same shape, as the image's aot stage bakes it
@@ -285,9 +292,10 @@ if [ "$PHASE" = tuned ] && [ "${DRY_RUN:-0}" != 1 ]; then
   cp "$LAYER"/tuned/*.json "$OUT/" 2>/dev/null
   export MOE_BAKED_COMPILE_CACHE=$LAYER
 fi
-# A dry run skips the tune but plans the harness with what the tune would leave of the step (its budget at most)
+# A dry run skips the tune but plans the harness with what the tune may leave of the step: its budget, which starts
+# once the tune's plan is known (entrypoint/caches/tune_layer.py), and ~30 s of imports and planning before it
 if [ "$PHASE" = tuned ] && [ "${DRY_RUN:-0}" = 1 ] && [ -z "${TUNED_LAYER_FROM:-}" ]; then
-  SECONDS=$((SECONDS + ${TUNE_BUDGET_S:-300}))
+  PLANNED_S=$((PLANNED_S + ${TUNE_BUDGET_S:-300} + 30))
 fi
 # Phases of one harness run per variant (NAME=OPTION[;OPTION...], or NAME= for the image default), each in its own
 # folder under OUT, sharing the work dir and its FlashInfer JIT; the budget left is split over the runs still to start.
@@ -316,7 +324,7 @@ if ((${#VARIANTS[@]} > 0)); then
     name=${variant%%=*} option=${variant#*=}
     # an even share, but never less than one engine's run (MIN_VARIANT_S): on 2026-12-05 three routings shared 450 s
     # and the first two, at 150 s each, skipped their only engine (~230 s with the run's preparation)
-    left=$((BUDGET_S - SECONDS)) min_share=${MIN_VARIANT_S:-260}
+    left=$((BUDGET_S - $(spent_s))) min_share=${MIN_VARIANT_S:-260}
     share=$((left / runs_left))
     ((share < min_share)) && share=$((left < min_share ? left : min_share))
     runs_left=$((runs_left - 1))
@@ -333,8 +341,7 @@ if ((${#VARIANTS[@]} > 0)); then
     python3 -m benchmarks.e2e run "${COMMON[@]}" --out-dir "$OUT/$name" --budget-s "$share" "${ARGS[@]}" \
       "${extra[@]}" "${DRY[@]}" 2>&1 | tee -a "$LOG"
     ((PIPESTATUS[0] == 0)) || rc=1
-    # a dry run plans the next variant with what this one may leave at worst: its whole share spent
-    [ "${DRY_RUN:-0}" = 1 ] && SECONDS=$((SECONDS + share))
+    PLANNED_S=$((PLANNED_S + share))  # a dry run plans the next variant with this one's whole share spent
     if [ "$PHASE" = nemotron-diag ]; then  # the worker's log holds the whole server log (its CUDA-graph metrics)
       gzip -c "$WORK/nemotron-3-nano-30b-a3b-fp8.plan.cold.log" >"$OUT/$name/engine_full.log.gz" 2>/dev/null || true
     fi
@@ -343,7 +350,7 @@ if ((${#VARIANTS[@]} > 0)); then
   exit "$rc"
 fi
 # what the step has left (the tuned phase's tune came first): the harness counts its budget from its own start
-python3 -m benchmarks.e2e run "${COMMON[@]}" "${ARGS[@]}" --budget-s "$((BUDGET_S - SECONDS))" "${DRY[@]}" 2>&1 \
+python3 -m benchmarks.e2e run "${COMMON[@]}" "${ARGS[@]}" --budget-s "$((BUDGET_S - $(spent_s)))" "${DRY[@]}" 2>&1 \
   | tee -a "$LOG"
 rc=${PIPESTATUS[0]}
 if [ "$PHASE" = profile ] && [ "${DRY_RUN:-0}" != 1 ]; then

@@ -33,7 +33,8 @@ def shape_tokens(tokens: list[dict[str, Any]], tgi: TgiTokens | None) -> list[di
     token is one of the tokenizer's special tokens (`special`: TGI's own clients require it)."""
     for token in tokens:
         if tgi is None:
-            token["log_prob"] = token.pop("logprob", None)
+            if "logprob" in token:  # a token shaped already keeps its value
+                token["log_prob"] = token.pop("logprob")
         else:
             token["special"] = token["id"] in tgi.special_ids
     return tokens

@@ -23,6 +23,12 @@ from tests.conftest_paths import REPO
 QUEUES = REPO / "benchmarks" / "device" / "queues"
 VERDICT = re.compile(r"^e2e: first engine: .*$", re.M)
 GPUS_OF_QUEUE = {"h200": 1, "x4": 4, "x8": 8}  # the machine each queue is written for
+# what e2e.sh reads from its environment: only the queue line may set it
+E2E_ENV = re.compile(
+    r"^(BUDGET_S|STEP_LIMIT_S|WORK_DIR|VLLM_SITE|VLLM_PIECES|START_MODES|BAKED_CACHE|BAKE_TIMEOUT_S|GPUS|"
+    r"CUDA_VISIBLE_DEVICES|PLAN_VLLM_VERSION|ROUTING\w*|CONC|LONG_CONC|MODEL|MIN_VARIANT_S|DRY_RUN|TUNE\w*|PIN|"
+    r"PROFILE_\w*|ATTN_BACKENDS|FI_DIAG_OFF|OUT)$"
+)
 
 
 class Step(NamedTuple):
@@ -50,7 +56,7 @@ E2E_STEPS = [s for q in sorted(QUEUES.glob("*.txt")) for s in queue_steps(q) if 
 def plan_step(step: Step, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     """The step's command as run_queue.sh runs it, in e2e.sh's dry-run mode, cut at its minimum."""
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if not E2E_ENV.match(k)},
         "DRY_RUN": "1",
         "STEP_LIMIT_S": str(step.min_s),
         "GPUS": str(GPUS_OF_QUEUE.get(step.queue, 1)),

@@ -219,6 +219,7 @@ def test_unary_answer_is_translated(client: httpx.AsyncClient) -> None:
         {"id": 1, "text": " a", "log_prob": -0.1},
         {"id": 2, "text": " b", "log_prob": -0.2},
     ]
+    assert answer["details"]["inputs"] == "answer"  # LMI's details repeat the input
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["before a stream", "unary"])

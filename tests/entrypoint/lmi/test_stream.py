@@ -114,6 +114,19 @@ def test_split_chunk_tokens_texts_always_concatenate_to_the_chunk(
     assert "".join(t["text"] for t in tokens) == text
 
 
+def test_lmis_stream_tokens_carry_their_log_prob_once_each_and_a_text_only_finish_has_a_null_one() -> None:
+    """Each token object is shaped once: its value survives as `log_prob` (a second pass would have set it to null)."""
+    with_logprobs = chunk(" a", [1])
+    with_logprobs["choices"][0]["logprobs"] = {"tokens": [" a"], "token_logprobs": [-0.5]}
+    req = LMIRequest(completion={}, stream=True, details=True, inputs=("x",))
+    lines = read_lines(LMIStreamTranslator(req).feed(sse(with_logprobs, chunk(" tail", [], "stop"))))
+    assert [line["token"] for line in lines] == [
+        {"id": 1, "text": " a", "log_prob": -0.5},
+        {"id": None, "text": " tail", "log_prob": None},
+    ]
+    assert lines[-1]["details"]["tokens"] == [{"id": 1, "text": " a", "log_prob": -0.5}]
+
+
 def test_split_sse_keeps_a_partial_event() -> None:
     assert split_sse(b"data: 1\n\ndata: 2\n") == ([b"1"], b"data: 2\n")
 

@@ -57,6 +57,7 @@ def test_a_unary_answer_is_an_array_with_details_and_special_flags(monkeypatch: 
         {"id": 2, "text": " b", "logprob": -0.2, "special": True},
     ]
     assert answer["details"]["prefill"] == []  # TGI's clients require the list (decoder_input_details fills it)
+    assert answer["details"]["inputs"] == "answer"  # LMI's field under tgi_compat too
 
 
 def test_details_false_is_still_honoured_and_errors_keep_lmis_object(monkeypatch: pytest.MonkeyPatch) -> None:
