@@ -1,9 +1,9 @@
 """The shipped GPU queues (benchmarks/device/queues/*.txt) against the harness's own start estimates.
 
-A lease is 30 minutes, and twice (2026-12-05c, 2026-12-05d, both on an H100) a queue step ran its preparation and then
-skipped its only engine: `nemotron-pin` split 300 s over two variants, `nemotron-profile` could start with 150 s. Here
-every e2e.sh step of every queue is planned in its dry-run mode with the least time the queue may give it (its MIN_S),
-and each harness run in it must say that its first engine fits ("e2e: first engine: ... fits";
+A GPU session is 30 minutes, and twice (2026-12-05c, 2026-12-05d, both on an H100) a queue step ran its preparation
+and then skipped its only engine: `nemotron-pin` split 300 s over two variants, `nemotron-profile` could start with
+150 s. Here every e2e.sh step of every queue is planned in its dry-run mode with the least time the queue may give it
+(its MIN_S), and each harness run in it must say that its first engine fits ("e2e: first engine: ... fits";
 runner.first_engine_verdict).
 """
 
