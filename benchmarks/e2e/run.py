@@ -34,7 +34,8 @@ def execute(args: RunArgs) -> int:
         print(f"e2e: pinning: {args.pin} (benchmarks/e2e/pinning.py; a comparison row: serve never pins)")
     print_estimate(jobs, args)
     first_need = runner.first_engine_need_s(jobs, served=args.engine == "served")
-    print(runner.first_engine_verdict(first_need, args.budget_s)[1])
+    fits, verdict = runner.first_engine_verdict(first_need, args.budget_s)  # the budget starts below, ms from here
+    print(verdict)
     if args.engine == "served" and args.dry_run:
         print_commands(jobs, os.environ)
     refusals = multicast_refusals(jobs)
@@ -57,7 +58,6 @@ def execute(args: RunArgs) -> int:
     fi_base = args.work_dir / "flashinfer"
     prewarm_env = runner.engine_env(os.environ, be.EngineSetup("prewarm", None), args.work_dir / "prewarm", {}, fi_base)
     hbm: float | None = None
-    fits = runner.first_engine_verdict(first_need, budget.left())[0]
     if fits:
         args, hbm = _prepare(args, jobs, budget, prewarm_env, engines_log)
     else:

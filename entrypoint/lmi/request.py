@@ -119,15 +119,20 @@ class LMIRequest:
     # return_full_text: each input, prepended here to its generated_text. Not vLLM's `echo`: vLLM drops the echoed
     # prompt whenever return_token_ids is set (details, streams; completion/serving.py of 0.32) and never echoes in a
     # stream.
-    full_text_prefixes: tuple[str, ...] = ()
+    return_full_text: bool = False
     # option.tgi_compat: what TGI's token shape needs of the served tokenizer; None: LMI's token shape
     tgi: TgiTokens | None = None
     # each input's text: LMI's details carry it as `inputs` (djl-serving's output_formatter.py)
     inputs: tuple[str, ...] = ()
 
+    @property
+    def full_text_prefixes(self) -> tuple[str, ...]:
+        """The texts prepended to the answers: the inputs under return_full_text, else none."""
+        return self.inputs if self.return_full_text else ()
+
     def full_text_prefix(self, index: int) -> str:
         """What goes before input `index`'s generated text: the input itself under return_full_text, else ""."""
-        return self.full_text_prefixes[index] if index < len(self.full_text_prefixes) else ""
+        return (self.input_text(index) or "") if self.return_full_text else ""
 
     def input_text(self, index: int) -> str | None:
         """Input `index`'s text, for details.inputs."""
@@ -325,7 +330,7 @@ def parse_lmi_request(
         details=details,
         decoder_input_details=decoder_input_details and not stream,
         seed=seed,
-        full_text_prefixes=tuple(items) if return_full_text else (),
+        return_full_text=return_full_text,
         inputs=tuple(items),
     )
 

@@ -100,7 +100,7 @@ def test_batch_answers_are_a_list_in_input_order() -> None:
 def test_return_full_text_prepends_each_input_to_its_own_answer() -> None:
     """The prefix comes from the request, not vLLM's echo (dropped by vLLM 0.32 whenever token ids are asked for)."""
     choices = [{"index": 1, "text": " y"}, {"index": 0, "text": " x"}]
-    req = LMIRequest(completion={}, batch=True, full_text_prefixes=("A", "B"))
+    req = LMIRequest(completion={}, batch=True, return_full_text=True, inputs=("A", "B"))
     assert completion_to_lmi({"choices": choices}, req) == [{"generated_text": "A x"}, {"generated_text": "B y"}]
 
 
