@@ -76,6 +76,13 @@ class Step:
     end_us: float
     kernels: list[tuple[str, float, float]] = field(default_factory=list)
     batch: int | None = None  # requests decoded in the step, where vLLM's annotation says
+    graph_start_us: float | None = None  # the step's first kernel of a CUDA graph replay (annotated steps only)
+
+    @property
+    def before_graph_us(self) -> float | None:
+        """From the step's start to its graph's first kernel: the host preparing the step's inputs, with the few
+        eager kernels that takes. Long against the graph's own time means the host, not the GPU, sets the step."""
+        return None if self.graph_start_us is None else self.graph_start_us - self.start_us
 
     @property
     def span_us(self) -> float:
@@ -147,16 +154,43 @@ def steps_of(events: Iterable[dict[str, Any]]) -> tuple[list[Step], int]:
             annotated.append(e)
     kernels.sort(key=lambda e: float(e["ts"]))
     if annotated:
-        return _annotated_steps(annotated, kernels)
+        return _annotated_steps(annotated, kernels, graph_calls)
     return _replay_steps(graph_calls, kernels)
+
+
+def _correlation(event: dict[str, Any]) -> int:
+    return int(event.get("args", {}).get("correlation", -1))
 
 
 def _inside(kernels: list[dict[str, Any]], start: float, end: float) -> list[tuple[str, float, float]]:
     return [(k["name"], float(k["ts"]), float(k["dur"])) for k in kernels if start <= float(k["ts"]) < end]
 
 
-def _annotated_steps(annotated: list[dict[str, Any]], kernels: list[dict[str, Any]]) -> tuple[list[Step], int]:
+def _whole_annotations(fragments: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One GPU range per step. The profiler may cut a step's range into fragments, one per stretch of kernels, all
+    with the step's External id: Nemotron-3-Nano's steps came in 24 of ~58 µs each (H100, 2026-12-05e), and each
+    fragment read as a step gave 744 "steps" of 15 kernels. Fragments of one id become the range from the first's
+    start to the last's end; a fragment without an id stays alone."""
+    by_id: dict[Any, list[dict[str, Any]]] = defaultdict(list)
+    whole = []
+    for e in fragments:
+        ext = e.get("args", {}).get("External id")
+        if ext is None:
+            whole.append(e)
+        else:
+            by_id[ext].append(e)
+    for group in by_id.values():
+        start = min(float(e["ts"]) for e in group)
+        end = max(float(e["ts"]) + float(e["dur"]) for e in group)
+        whole.append({**group[0], "ts": start, "dur": end - start})
+    return sorted(whole, key=lambda e: float(e["ts"]))
+
+
+def _annotated_steps(
+    fragments: list[dict[str, Any]], kernels: list[dict[str, Any]], graph_calls: set[int] = frozenset()
+) -> tuple[list[Step], int]:
     """Decode steps of the most common batch size (the profiled concurrency); other steps dropped and counted."""
+    annotated = _whole_annotations(fragments)
     decode = [(e, int(m.group(1))) for e in annotated if (m := DECODE_STEP.fullmatch(str(e["name"])))]
     if not decode:
         return [], len(annotated)
@@ -167,9 +201,9 @@ def _annotated_steps(annotated: list[dict[str, Any]], kernels: list[dict[str, An
             continue
         start = float(e["ts"])
         step = Step(start, start + float(e["dur"]), batch=b)
-        step.kernels = [
-            (k["name"], float(k["ts"]), float(k["dur"])) for k in kernels if start <= float(k["ts"]) < step.end_us
-        ]
+        inside = [k for k in kernels if start <= float(k["ts"]) < step.end_us]
+        step.kernels = [(k["name"], float(k["ts"]), float(k["dur"])) for k in inside]
+        step.graph_start_us = next((float(k["ts"]) for k in inside if _correlation(k) in graph_calls), None)
         steps.append(step)
     return steps, len(annotated) - len(steps)
 
@@ -228,6 +262,10 @@ def summarise(steps: Sequence[Step]) -> tuple[list[ClassRow], dict[str, float]]:
         "busy_us": busy,
         "gap_us": statistics.median(sp - b for sp, b in zip(spans, busies, strict=True)),
         "largest_gap_us": statistics.median(s.largest_gap_us() for s in steps),
+        # -1: no step of the trace names its graph (replay-split steps start at their graph by construction)
+        "before_graph_us": statistics.median(b)
+        if (b := [s.before_graph_us for s in steps if s.before_graph_us is not None])
+        else -1.0,
         "span_min_us": min(spans),
         "span_max_us": max(spans),
         "busy_min_us": min(busies),
@@ -303,17 +341,21 @@ def overview_markdown(traces: Sequence[tuple[str, dict[str, float]]]) -> str:
     busy time moved or the gaps between kernels did."""
     lines = [
         "| trace | steps | span µs, median (min–max) | GPU busy µs, median (min–max) | gaps µs (share) "
-        "| largest gap µs | kernels |",
-        "|---|---|---|---|---|---|---|",
+        "| largest gap µs | host before the graph µs | kernels |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for label, t in traces:
         lines.append(
             f"| {label} | {t['steps']:.0f} | {t['span_us']:.0f} ({t['span_min_us']:.0f}–{t['span_max_us']:.0f}) "
             f"| {t['busy_us']:.0f} ({t['busy_min_us']:.0f}–{t['busy_max_us']:.0f}) "
             f"| {t['gap_us']:.0f} ({100 * t['gap_us'] / t['span_us']:.0f} %) | {t['largest_gap_us']:.0f} "
-            f"| {t['kernels_per_step']:.0f} |"
+            f"| {_before_graph(t)} | {t['kernels_per_step']:.0f} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _before_graph(totals: dict[str, float]) -> str:
+    return "–" if totals.get("before_graph_us", -1.0) < 0 else f"{totals['before_graph_us']:.0f}"
 
 
 def markdown(label: str, rows: Sequence[ClassRow], totals: dict[str, float], dropped: int) -> str:
@@ -325,7 +367,7 @@ def markdown(label: str, rows: Sequence[ClassRow], totals: dict[str, float], dro
         f"{totals['kernels_per_step']:.0f} kernels, span {totals['span_us']:.0f} µs, GPU busy "
         f"{totals['busy_us']:.0f} µs, gaps {totals['gap_us']:.0f} µs "
         f"({100 * totals['gap_us'] / totals['span_us']:.0f} % of the step; the largest one "
-        f"{totals['largest_gap_us']:.0f} µs).",
+        f"{totals['largest_gap_us']:.0f} µs; the host before the graph's first kernel {_before_graph(totals)} µs).",
         "",
         "µs exclusive: each instant of busy time given to the kernel that started first (a kernel launched under",
         "programmatic dependent launch starts early and waits: its duration repeats time its predecessor spent).",

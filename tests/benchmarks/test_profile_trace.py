@@ -71,6 +71,28 @@ def test_vllms_step_annotations_mark_the_decode_steps_of_the_profiled_batch() ->
     assert steps[0].span_us - steps[0].busy_us() == pytest.approx(80.0 - 52.0)
 
 
+def test_a_steps_annotation_cut_into_fragments_is_one_step() -> None:
+    # Nemotron-3-Nano on an H100 (2026-12-05e): the profiler cut each step's GPU range into 24 fragments, all with the
+    # step's External id; read one by one they made 744 "steps" of 15 kernels
+    events = trace(steps=4)
+    t0 = 200.0
+
+    def fragment(ext: int, ts: float, dur: float) -> dict:
+        return {"ph": "X", "cat": "gpu_user_annotation", "name": "execute_context_0(0)_generation_1(1)", "ts": ts,
+                "dur": dur, "args": {"External id": ext}}  # fmt: skip
+
+    for i in range(3):
+        start = t0 + i * STEP_US
+        # the host's 10 µs before the graph's first kernel, then the graph and the sampler
+        events += [fragment(100 + i, start - 10.0, 40.0), fragment(100 + i, start + 40.0, 40.0)]
+    steps, dropped = profile_trace.steps_of(events)
+    assert len(steps) == 3 and dropped == 0
+    assert steps[0].span_us == 90.0 and len(steps[0].kernels) == 5  # as one range of 90 µs
+    assert steps[1].start_us == t0 + STEP_US - 10.0
+    assert [s.before_graph_us for s in steps] == [10.0, 10.0, 10.0]
+    assert profile_trace.summarise(steps)[1]["before_graph_us"] == 10.0
+
+
 def test_overlapping_kernels_count_once_in_the_busy_time() -> None:
     step = profile_trace.Step(0.0, 100.0, [("a", 0.0, 30.0), ("b", 10.0, 30.0), ("c", 90.0, 20.0)])
     assert step.busy_us() == pytest.approx(40.0 + 10.0)  # 0-40, then 90-100 (cut at the step's end)
@@ -114,8 +136,8 @@ def test_the_overview_tells_a_slow_batch_by_its_gaps_not_its_kernels(tmp_path: P
     assert profile_trace.main([*map(str, paths), *labels, "--out-csv", str(csv_path), "--out-md", str(md_path)]) == 0
     overview = md_path.read_text().split("### ")[0]
     # the largest gap: the host's wait for the next step (75-100 µs, then 75-150), not the launch gaps inside
-    assert "| plan conc1-rep1 | 5 | 100 (100–100) | 52 (52–52) | 48 (48 %) | 25 | 5 |" in overview, overview
-    assert "| plan conc1-rep2 | 5 | 150 (150–150) | 52 (52–52) | 98 (65 %) | 75 | 5 |" in overview, overview
+    assert "| plan conc1-rep1 | 5 | 100 (100–100) | 52 (52–52) | 48 (48 %) | 25 | – | 5 |" in overview, overview
+    assert "| plan conc1-rep2 | 5 | 150 (150–150) | 52 (52–52) | 98 (65 %) | 75 | – | 5 |" in overview, overview
     header = csv_path.read_text().splitlines()[0]
     assert "step_span_min_us,step_span_max_us,step_busy_min_us,step_busy_max_us" in header
 
