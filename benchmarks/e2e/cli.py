@@ -4,7 +4,8 @@ Subcommands: ``run`` (default) measures; ``estimate`` prints the jobs and the ex
 ``report --csv FILE [--merge RUN.csv ...]`` redraws the markdown table and the PNG from a CSV (e.g. one fetched
 from the H200), first combining a session's runs into it with ``--merge``;
 ``plans`` writes the resolver's decisions for the bundled models to a snapshot, for GPU hosts where the
-resolver's own dependencies are not installed.
+resolver's own dependencies are not installed; ``prepare --work-dir DIR`` makes what every run of DIR shares
+(FlashInfer's JIT modules, vLLM's model-info entries) before any run's budget starts.
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.e2e import backends as be
-from benchmarks.e2e import report, spec
-from benchmarks.e2e.run import execute
+from benchmarks.e2e import report, runner, spec
+from benchmarks.e2e.run import execute, prepare_shared
 from benchmarks.e2e.run_args import DEFAULT_SNAPSHOT, parse_run_args
 from benchmarks.sigterm import exit_on_sigterm
 
@@ -65,6 +67,20 @@ def plans_main(argv: Sequence[str]) -> int:
     return 0
 
 
+def prepare_main(argv: Sequence[str]) -> int:
+    about = ("Make what every run of a work dir shares, once, before any run's budget starts: FlashInfer's JIT "
+             "modules and vLLM's model-info entries.")  # fmt: skip
+    p = argparse.ArgumentParser(prog="python -m benchmarks.e2e prepare", description=about)
+    p.add_argument("--work-dir", type=Path, required=True)
+    p.add_argument("--timeout-s", type=float, default=420.0, help="for both (default 420)")
+    ns = p.parse_args(argv)
+    ns.work_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    _, baked = prepare_shared(ns.work_dir, runner.Budget(ns.timeout_s), served=True)
+    print(f"e2e prepare: {ns.work_dir} ready in {time.monotonic() - t0:.0f} s" + ("" if baked else " (no model info)"))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     exit_on_sigterm()  # unwinding lets run_job stop the engine's process group (its own session)
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -77,5 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return report_main(argv)
     if command == "plans":
         return plans_main(argv)
-    print(f"unknown command {command!r}; accepted: run, estimate, report, plans", file=sys.stderr)
+    if command == "prepare":
+        return prepare_main(argv)
+    print(f"unknown command {command!r}; accepted: run, estimate, report, plans, prepare", file=sys.stderr)
     return 2

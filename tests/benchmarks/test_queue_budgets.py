@@ -50,7 +50,13 @@ def queue_steps(path: Path) -> list[Step]:
     return steps
 
 
-E2E_STEPS = [s for q in sorted(QUEUES.glob("*.txt")) for s in queue_steps(q) if "benchmarks/device/e2e.sh" in s.command]
+PREPARE = "bash benchmarks/device/e2e.sh prepare"  # starts no engine: tested on its own below
+E2E_STEPS = [
+    s
+    for q in sorted(QUEUES.glob("*.txt"))
+    for s in queue_steps(q)
+    if "benchmarks/device/e2e.sh" in s.command and not s.command.endswith(PREPARE)
+]
 
 
 def plan_step(step: Step, tmp_path: Path) -> subprocess.CompletedProcess[str]:
@@ -76,6 +82,19 @@ def verdicts(done: subprocess.CompletedProcess[str]) -> list[str]:
 def test_the_queues_have_e2e_steps_to_check() -> None:
     assert sorted(q.stem for q in QUEUES.glob("*.txt")) == sorted(GPUS_OF_QUEUE)
     assert len(E2E_STEPS) >= 3, E2E_STEPS
+
+
+@pytest.mark.parametrize("queue", sorted(QUEUES.glob("*.txt")), ids=lambda q: q.stem)
+def test_every_queue_prepares_its_work_dir_before_its_first_harness_run(queue: Path) -> None:
+    # the dry runs below plan each step's own preparation warm (runner.PREPARE_S); on a fresh host it took 162 s
+    # (2026-12-05e), and the first variant of routing-cost skipped its engine
+    steps = [s for s in queue_steps(queue) if "benchmarks/device/e2e.sh" in s.command]
+    assert steps and steps[0].command.endswith(PREPARE), f"{queue.stem}: {steps[0].name} runs before `prepare`"
+
+
+def test_the_prepare_step_plans_nothing_and_exits_clean(tmp_path: Path) -> None:
+    done = plan_step(Step("test", "prepare", 200, f"BUDGET_S=280 {PREPARE}"), tmp_path)
+    assert done.returncode == 0 and "dry run: nothing made" in done.stdout, done.stdout + done.stderr
 
 
 @pytest.mark.parametrize("step", E2E_STEPS, ids=[f"{s.queue}:{s.name}" for s in E2E_STEPS])
