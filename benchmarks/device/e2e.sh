@@ -204,7 +204,9 @@ case "$PHASE" in
              # and the whole engine log kept (engine_full.log.gz); run_queue.sh samples the GPU's clocks, the host's
              # CPU and a core's speed beside it. No 4096-token row: on 2026-12-03c the first variant's cold start (213
              # s) left it one repetition of its half of the budget
-             ARGS=(--models nemotron-3-nano-30b-a3b-fp8 --backends plan --conc 1,8,64 --long-input-len 0 --reps 5) ;;
+             # CONC: the concurrencies (default 1,8,64)
+             ARGS=(--models nemotron-3-nano-30b-a3b-fp8 --backends plan --conc "${CONC:-1,8,64}" --long-input-len 0
+                   --reps 5) ;;
   mixtral)   # LMI-equivalent (triton on vLLM's tiles) second: plan ÷ auto was measured in one run on 2026-12-02, the
              # LMI-equivalent engine was cut there, so a short step still returns plan ÷ LMI-equivalent from one run;
              # the table has no Mixtral row, so plan_vllm_kernel would be the plan's engine again
