@@ -225,7 +225,7 @@ case "$PHASE" in
                    --backends auto,triton,triton_tuned,plan,flashinfer_cutlass --conc 1,8,16,32,64
                    --warm-restart triton) ;;
   x8-*)      ARGS=() ;;  # below
-  *) echo "e2e.sh: unknown phase '$PHASE'; accepted: qwen qwen-start qwen-plugin qwen-attention plugin-logits engine-check routing" \
+  *) echo "e2e.sh: unknown phase '$PHASE'; accepted: prepare qwen qwen-start qwen-plugin qwen-attention plugin-logits engine-check routing" \
           "routing-cost" \
           "nemotron nemotron-split nemotron-diag nemotron-pin mixtral tuned profile" \
           "control fi-diag all x8-..." >&2
@@ -335,7 +335,12 @@ if ((${#VARIANTS[@]} > 0)); then
   if [ "${DRY_RUN:-0}" = 1 ]; then
     PLANNED_S=$((PLANNED_S + 20))
   else
-    python3 -m benchmarks.e2e prepare --work-dir "$WORK" --timeout-s 300 2>&1 | tee -a "$LOG"
+    # bounded so that one variant's run still fits (a cold work dir, the queue's prepare skipped: the engine then
+    # builds what the prepare did not)
+    prepare_s=$((BUDGET_S - $(spent_s) - ${MIN_VARIANT_S:-260}))
+    ((prepare_s > 300)) && prepare_s=300
+    ((prepare_s < 60)) && prepare_s=60
+    python3 -m benchmarks.e2e prepare --work-dir "$WORK" --timeout-s "$prepare_s" 2>&1 | tee -a "$LOG"
   fi
   rc=0 runs_left=${#VARIANTS[@]}
   for variant in "${VARIANTS[@]}"; do
@@ -345,6 +350,7 @@ if ((${#VARIANTS[@]} > 0)); then
     left=$((BUDGET_S - $(spent_s))) min_share=${MIN_VARIANT_S:-260}
     share=$((left / runs_left))
     ((share < min_share)) && share=$((left < min_share ? left : min_share))
+    ((share < 0)) && share=0  # nothing left: the harness writes its rows as skipped_budget
     runs_left=$((runs_left - 1))
     extra=()
     if [[ $option == pin=* ]]; then

@@ -76,7 +76,11 @@ def prepare_main(argv: Sequence[str]) -> int:
     ns = p.parse_args(argv)
     ns.work_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    _, baked = prepare_shared(ns.work_dir, runner.Budget(ns.timeout_s), served=True)
+    prepared = prepare_shared(ns.work_dir, runner.Budget(ns.timeout_s), served=True)
+    baked = prepared.model_info_env
+    if prepared.flashinfer_s is None and not baked:  # the queue's status shows it; each engine then builds both
+        print(f"e2e prepare: nothing made for {ns.work_dir} (FlashInfer's JIT and the model info both failed)")
+        return 1
     print(f"e2e prepare: {ns.work_dir} ready in {time.monotonic() - t0:.0f} s" + ("" if baked else " (no model info)"))
     return 0
 

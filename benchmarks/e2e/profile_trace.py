@@ -25,7 +25,7 @@ import re
 import statistics
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,6 +77,9 @@ class Step:
     kernels: list[tuple[str, float, float]] = field(default_factory=list)
     batch: int | None = None  # requests decoded in the step, where vLLM's annotation says
     graph_start_us: float | None = None  # the step's first kernel of a CUDA graph replay (annotated steps only)
+    host_us: float | None = None  # the step's range on the host thread (vLLM's annotation on the CPU side)
+    external_id: Any = None  # the profiler's id joining the step's GPU and CPU annotations
+    graph_launch_us: float | None = None  # host time inside cudaGraphLaunch calls within that range
 
     @property
     def before_graph_us(self) -> float | None:
@@ -141,25 +144,50 @@ DECODE_STEP = re.compile(r"execute_context_0\(0\)_generation_(\d+)\(\d+\)")
 def steps_of(events: Iterable[dict[str, Any]]) -> tuple[list[Step], int]:
     """(decode steps, steps dropped) of one trace: by vLLM's step annotations, else by CUDA graph replays."""
     graph_calls: set[int] = set()
+    launches: list[tuple[float, float]] = []  # (start, duration) of each cudaGraphLaunch on the host
     kernels: list[dict[str, Any]] = []
     annotated: list[dict[str, Any]] = []
+    host: dict[Any, dict[str, Any]] = {}  # External id → the step's CPU-side annotation
     for e in events:
         if e.get("ph") != "X":
             continue
+        step_name = str(e.get("name", "")).startswith("execute_context_")
         if e.get("cat") == "cuda_runtime" and e.get("name") == "cudaGraphLaunch":
-            graph_calls.add(int(e.get("args", {}).get("correlation", -1)))
+            if (corr := _correlation(e)) >= 0:
+                graph_calls.add(corr)
+            launches.append((float(e["ts"]), float(e.get("dur", 0.0))))
         elif e.get("cat") == "kernel":
             kernels.append(e)
-        elif e.get("cat") == "gpu_user_annotation" and str(e.get("name", "")).startswith("execute_context_"):
+        elif e.get("cat") == "gpu_user_annotation" and step_name:
             annotated.append(e)
+        elif e.get("cat") == "user_annotation" and step_name and _external_id(e) is not None:
+            host[_external_id(e)] = e
     kernels.sort(key=lambda e: float(e["ts"]))
     if annotated:
-        return _annotated_steps(annotated, kernels, graph_calls)
+        steps, dropped = _annotated_steps(annotated, kernels, graph_calls)
+        _add_host_side(steps, host, launches)
+        return steps, dropped
     return _replay_steps(graph_calls, kernels)
 
 
+def _external_id(event: dict[str, Any]) -> Any:
+    return (event.get("args") or {}).get("External id")
+
+
+def _add_host_side(steps: list[Step], host: dict[Any, dict[str, Any]], launches: list[tuple[float, float]]) -> None:
+    """Each step's host range (its CPU-side annotation, matched by External id) and the graph launches inside it."""
+    for step in steps:
+        cpu = host.get(step.external_id)
+        if cpu is None:
+            continue
+        start, end = float(cpu["ts"]), float(cpu["ts"]) + float(cpu.get("dur", 0.0))
+        step.host_us = end - start
+        step.graph_launch_us = sum(dur for ts, dur in launches if start <= ts < end)
+
+
 def _correlation(event: dict[str, Any]) -> int:
-    return int(event.get("args", {}).get("correlation", -1))
+    """The event's correlation id, -1 where it has none (never taken as a graph's)."""
+    return int((event.get("args") or {}).get("correlation", -1))
 
 
 def _inside(kernels: list[dict[str, Any]], start: float, end: float) -> list[tuple[str, float, float]]:
@@ -174,7 +202,7 @@ def _whole_annotations(fragments: list[dict[str, Any]]) -> list[dict[str, Any]]:
     by_id: dict[Any, list[dict[str, Any]]] = defaultdict(list)
     whole = []
     for e in fragments:
-        ext = e.get("args", {}).get("External id")
+        ext = _external_id(e)
         if ext is None:
             whole.append(e)
         else:
@@ -187,7 +215,7 @@ def _whole_annotations(fragments: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _annotated_steps(
-    fragments: list[dict[str, Any]], kernels: list[dict[str, Any]], graph_calls: set[int] = frozenset()
+    fragments: list[dict[str, Any]], kernels: list[dict[str, Any]], graph_calls: Set[int] = frozenset()
 ) -> tuple[list[Step], int]:
     """Decode steps of the most common batch size (the profiled concurrency); other steps dropped and counted."""
     annotated = _whole_annotations(fragments)
@@ -204,11 +232,12 @@ def _annotated_steps(
         inside = [k for k in kernels if start <= float(k["ts"]) < step.end_us]
         step.kernels = [(k["name"], float(k["ts"]), float(k["dur"])) for k in inside]
         step.graph_start_us = next((float(k["ts"]) for k in inside if _correlation(k) in graph_calls), None)
+        step.external_id = _external_id(e)
         steps.append(step)
     return steps, len(annotated) - len(steps)
 
 
-def _replay_steps(graph_calls: set[int], kernels: list[dict[str, Any]]) -> tuple[list[Step], int]:
+def _replay_steps(graph_calls: Set[int], kernels: list[dict[str, Any]]) -> tuple[list[Step], int]:
     replays: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for e in kernels:
         corr = int(e.get("args", {}).get("correlation", -1))
@@ -239,6 +268,11 @@ class ClassRow:
     exclusive_us_per_step: float  # overlaps given to the kernel that started first (Step.exclusive)
 
 
+def _median_known(values: Sequence[float | None]) -> float:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else -1.0
+
+
 def summarise(steps: Sequence[Step]) -> tuple[list[ClassRow], dict[str, float]]:
     """Per class: median kernels and µs per step; and the step totals (medians)."""
     if not steps:
@@ -262,10 +296,11 @@ def summarise(steps: Sequence[Step]) -> tuple[list[ClassRow], dict[str, float]]:
         "busy_us": busy,
         "gap_us": statistics.median(sp - b for sp, b in zip(spans, busies, strict=True)),
         "largest_gap_us": statistics.median(s.largest_gap_us() for s in steps),
-        # -1: no step of the trace names its graph (replay-split steps start at their graph by construction)
-        "before_graph_us": statistics.median(b)
-        if (b := [s.before_graph_us for s in steps if s.before_graph_us is not None])
-        else -1.0,
+        # -1 below: no step of the trace has it (replay-split steps start at their graph by construction; a trace
+        # without CPU-side step annotations has no host range)
+        "host_step_us": _median_known([s.host_us for s in steps]),
+        "graph_launch_us": _median_known([s.graph_launch_us for s in steps]),
+        "before_graph_us": _median_known([s.before_graph_us for s in steps]),
         "span_min_us": min(spans),
         "span_max_us": max(spans),
         "busy_min_us": min(busies),
@@ -358,6 +393,14 @@ def _before_graph(totals: dict[str, float]) -> str:
     return "–" if totals.get("before_graph_us", -1.0) < 0 else f"{totals['before_graph_us']:.0f}"
 
 
+def _host_side(totals: dict[str, float]) -> str:
+    """The host thread's side of a step, where the trace has vLLM's CPU-side step annotations."""
+    if totals.get("host_step_us", -1.0) < 0:
+        return ""
+    return (f" On the host thread: the step's range {totals['host_step_us']:.0f} µs, of which "
+            f"{totals['graph_launch_us']:.0f} µs inside cudaGraphLaunch.")  # fmt: skip
+
+
 def markdown(label: str, rows: Sequence[ClassRow], totals: dict[str, float], dropped: int) -> str:
     lines = [
         f"### {label}",
@@ -367,7 +410,8 @@ def markdown(label: str, rows: Sequence[ClassRow], totals: dict[str, float], dro
         f"{totals['kernels_per_step']:.0f} kernels, span {totals['span_us']:.0f} µs, GPU busy "
         f"{totals['busy_us']:.0f} µs, gaps {totals['gap_us']:.0f} µs "
         f"({100 * totals['gap_us'] / totals['span_us']:.0f} % of the step; the largest one "
-        f"{totals['largest_gap_us']:.0f} µs; the host before the graph's first kernel {_before_graph(totals)} µs).",
+        f"{totals['largest_gap_us']:.0f} µs; the host before the graph's first kernel {_before_graph(totals)} µs)."
+        + _host_side(totals),
         "",
         "µs exclusive: each instant of busy time given to the kernel that started first (a kernel launched under",
         "programmatic dependent launch starts early and waits: its duration repeats time its predecessor spent).",

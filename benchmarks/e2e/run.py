@@ -9,7 +9,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from benchmarks.e2e import backends as be
 from benchmarks.e2e import floor_rows, one_engine, parallel, report, routing, run_args, runner, spec, start_experiments
@@ -118,10 +118,10 @@ def _prepare(
     """What every engine of the run shares, made once before the first: FlashInfer's JIT modules, vLLM's model-info
     entries (served engines) and the HBM read bandwidth the floor checks divide by (None: not measured)."""
     served = args.engine == "served" and any(j.setup.starts_engine for j in jobs)
-    fi_line, baked = prepare_shared(args.work_dir, budget, served)
-    engines_log.write_text(f"===== {fi_line} =====\n")
+    prepared = prepare_shared(args.work_dir, budget, served)
+    engines_log.write_text(f"===== {prepared.flashinfer_line} =====\n")
     if served:
-        args = replace(args, model_info_env=baked)
+        args = replace(args, model_info_env=prepared.model_info_env)
     if args.hbm_read_tbps:
         hbm, hbm_line = args.hbm_read_tbps * 1e12, f"HBM read bandwidth: {args.hbm_read_tbps} TB/s (--hbm-read-tbps)"
     else:
@@ -136,10 +136,16 @@ def shared_env(work_dir: Path) -> dict[str, str]:
                              work_dir / "flashinfer")  # fmt: skip
 
 
-def prepare_shared(work_dir: Path, budget: runner.Budget, served: bool) -> tuple[str, dict[str, str]]:
-    """The work dir's FlashInfer JIT modules and, for served engines, vLLM's model-info entries (the variable that
-    makes a start seed them, or {}). Each is made once per work dir: a later run of the same work dir reuses them. On
-    a fresh host the JIT alone took 121 s (an H100, 2026-12-05e), against 7-10 s from the work dir's cache."""
+class Prepared(NamedTuple):
+    flashinfer_s: float | None  # seconds FlashInfer's JIT took; None: it failed, and each engine builds it
+    flashinfer_line: str  # what the run's log and engines.log say about it
+    model_info_env: dict[str, str]  # the variable that makes a start seed vLLM's model info; {}: not baked
+
+
+def prepare_shared(work_dir: Path, budget: runner.Budget, served: bool) -> Prepared:
+    """The work dir's FlashInfer JIT modules and, for served engines, vLLM's model-info entries. Each is made once
+    per work dir: a later run of the same work dir reuses them. On a fresh host the JIT alone took 121 s (an H100,
+    2026-12-05e), against 7-10 s from the work dir's cache."""
     env = shared_env(work_dir)
     fi_jit_s = runner.prewarm_flashinfer(env, timeout_s=min(300.0, budget.left()))
     fi_line = f"FlashInfer JIT (sampler, autotuner delay kernel) prebuilt in {fi_jit_s} s (None: engines build it)"
@@ -147,7 +153,7 @@ def prepare_shared(work_dir: Path, budget: runner.Budget, served: bool) -> tuple
     # vLLM's model-info entries as the image build bakes them (Dockerfile); each served start seeds them as `serve`
     # does (served_worker)
     baked = runner.bake_model_info(work_dir / "model-info", env, min(120.0, budget.left())) if served else {}
-    return fi_line, baked
+    return Prepared(fi_jit_s, fi_line, baked)
 
 
 def _row_facts(j: PlannedJob) -> dict[str, Any]:

@@ -85,12 +85,28 @@ def test_a_steps_annotation_cut_into_fragments_is_one_step() -> None:
         start = t0 + i * STEP_US
         # the host's 10 µs before the graph's first kernel, then the graph and the sampler
         events += [fragment(100 + i, start - 10.0, 40.0), fragment(100 + i, start + 40.0, 40.0)]
+        # the step on the host thread: 30 µs holding the graph's launch (3 µs at start - 5, trace())
+        events.append({"ph": "X", "cat": "user_annotation", "name": "execute_context_0(0)_generation_1(1)",
+                       "ts": start - 20.0, "dur": 30.0, "args": {"External id": 100 + i}})  # fmt: skip
     steps, dropped = profile_trace.steps_of(events)
     assert len(steps) == 3 and dropped == 0
     assert steps[0].span_us == 90.0 and len(steps[0].kernels) == 5  # as one range of 90 µs
     assert steps[1].start_us == t0 + STEP_US - 10.0
     assert [s.before_graph_us for s in steps] == [10.0, 10.0, 10.0]
-    assert profile_trace.summarise(steps)[1]["before_graph_us"] == 10.0
+    assert [(s.host_us, s.graph_launch_us) for s in steps] == [(30.0, 3.0)] * 3
+    totals = profile_trace.summarise(steps)[1]
+    assert (totals["before_graph_us"], totals["host_step_us"], totals["graph_launch_us"]) == (10.0, 30.0, 3.0)
+
+
+def test_a_fragment_without_an_id_stays_a_step_and_a_kernel_without_a_correlation_is_no_graphs() -> None:
+    events = [e for e in trace(steps=2) if e.get("cat") != "kernel" or e["name"] != "topk_topp_sampler"]
+    events.append({"ph": "X", "cat": "kernel", "name": "eager_copy", "ts": 195.0, "dur": 1.0, "args": None})
+    events.append({"ph": "X", "cat": "gpu_user_annotation", "name": "execute_context_0(0)_generation_1(1)",
+                   "ts": 190.0, "dur": 80.0, "args": None})  # fmt: skip
+    steps, dropped = profile_trace.steps_of(events)
+    assert len(steps) == 1 and dropped == 0
+    assert steps[0].before_graph_us == 10.0  # the graph starts at 200; the copy at 195 has no correlation
+    assert steps[0].host_us is None  # no CPU-side annotation to match
 
 
 def test_overlapping_kernels_count_once_in_the_busy_time() -> None:

@@ -89,7 +89,8 @@ def test_every_queue_prepares_its_work_dir_before_its_first_harness_run(queue: P
     # the dry runs below plan each step's own preparation warm (runner.PREPARE_S); on a fresh host it took 162 s
     # (2026-12-05e), and the first variant of routing-cost skipped its engine
     steps = [s for s in queue_steps(queue) if "benchmarks/device/e2e.sh" in s.command]
-    assert steps and steps[0].command.endswith(PREPARE), f"{queue.stem}: {steps[0].name} runs before `prepare`"
+    assert steps, f"{queue.stem}: no e2e.sh step"
+    assert steps[0].command.endswith(PREPARE), f"{queue.stem}: {steps[0].name} runs before `prepare`"
 
 
 def test_the_prepare_step_plans_nothing_and_exits_clean(tmp_path: Path) -> None:
