@@ -25,7 +25,7 @@ import re
 import statistics
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence, Set
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,7 +78,6 @@ class Step:
     batch: int | None = None  # requests decoded in the step, where vLLM's annotation says
     graph_start_us: float | None = None  # the step's first kernel of a CUDA graph replay (annotated steps only)
     host_us: float | None = None  # the step's range on the host thread (vLLM's annotation on the CPU side)
-    external_id: Any = None  # the profiler's id joining the step's GPU and CPU annotations
     graph_launch_us: float | None = None  # host time inside cudaGraphLaunch calls within that range
 
     @property
@@ -164,9 +163,7 @@ def steps_of(events: Iterable[dict[str, Any]]) -> tuple[list[Step], int]:
             host[_external_id(e)] = e
     kernels.sort(key=lambda e: float(e["ts"]))
     if annotated:
-        steps, dropped = _annotated_steps(annotated, kernels, graph_calls)
-        _add_host_side(steps, host, launches)
-        return steps, dropped
+        return _annotated_steps(annotated, kernels, graph_calls, host, launches)
     return _replay_steps(graph_calls, kernels)
 
 
@@ -174,15 +171,13 @@ def _external_id(event: dict[str, Any]) -> Any:
     return (event.get("args") or {}).get("External id")
 
 
-def _add_host_side(steps: list[Step], host: dict[Any, dict[str, Any]], launches: list[tuple[float, float]]) -> None:
-    """Each step's host range (its CPU-side annotation, matched by External id) and the graph launches inside it."""
-    for step in steps:
-        cpu = host.get(step.external_id)
-        if cpu is None:
-            continue
-        start, end = float(cpu["ts"]), float(cpu["ts"]) + float(cpu.get("dur", 0.0))
-        step.host_us = end - start
-        step.graph_launch_us = sum(dur for ts, dur in launches if start <= ts < end)
+def _add_host_side(step: Step, cpu: dict[str, Any] | None, launches: Sequence[tuple[float, float]]) -> None:
+    """The step's host range (its CPU-side annotation, `cpu`; None: the trace has none) and the graph launches in it."""
+    if cpu is None:
+        return
+    start, end = float(cpu["ts"]), float(cpu["ts"]) + float(cpu.get("dur", 0.0))
+    step.host_us = end - start
+    step.graph_launch_us = sum(dur for ts, dur in launches if start <= ts < end)
 
 
 def _correlation(event: dict[str, Any]) -> int:
@@ -215,7 +210,11 @@ def _whole_annotations(fragments: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _annotated_steps(
-    fragments: list[dict[str, Any]], kernels: list[dict[str, Any]], graph_calls: Set[int] = frozenset()
+    fragments: list[dict[str, Any]],
+    kernels: list[dict[str, Any]],
+    graph_calls: Set[int],
+    host: Mapping[Any, dict[str, Any]],
+    launches: Sequence[tuple[float, float]],
 ) -> tuple[list[Step], int]:
     """Decode steps of the most common batch size (the profiled concurrency); other steps dropped and counted."""
     annotated = _whole_annotations(fragments)
@@ -232,7 +231,7 @@ def _annotated_steps(
         inside = [k for k in kernels if start <= float(k["ts"]) < step.end_us]
         step.kernels = [(k["name"], float(k["ts"]), float(k["dur"])) for k in inside]
         step.graph_start_us = next((float(k["ts"]) for k in inside if _correlation(k) in graph_calls), None)
-        step.external_id = _external_id(e)
+        _add_host_side(step, host.get(_external_id(e)), launches)
         steps.append(step)
     return steps, len(annotated) - len(steps)
 
