@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -55,10 +56,9 @@ def execute(args: RunArgs) -> int:
     stream_rows: list[dict[str, Any]] = []
     engines_log = args.out_dir / "engines.log"
     engines_log.write_text("")
-    prewarm_env = shared_env(args.work_dir)
     hbm: float | None = None
     if fits:
-        args, hbm = _prepare(args, jobs, budget, prewarm_env, engines_log)
+        args, hbm = _prepare(args, jobs, budget, engines_log)
     else:
         # 2026-12-05c: three harness runs spent ~50 s each on this preparation, then skipped their only engine
         print(
@@ -113,12 +113,13 @@ def execute(args: RunArgs) -> int:
 
 
 def _prepare(
-    args: RunArgs, jobs: list[PlannedJob], budget: runner.Budget, prewarm_env: dict[str, str], engines_log: Path
+    args: RunArgs, jobs: list[PlannedJob], budget: runner.Budget, engines_log: Path
 ) -> tuple[RunArgs, float | None]:
     """What every engine of the run shares, made once before the first: FlashInfer's JIT modules, vLLM's model-info
     entries (served engines) and the HBM read bandwidth the floor checks divide by (None: not measured)."""
     served = args.engine == "served" and any(j.setup.starts_engine for j in jobs)
-    prepared = prepare_shared(args.work_dir, budget, served)
+    prewarm_env = shared_env(args.work_dir)
+    prepared = prepare_shared(args.work_dir, budget, served, prewarm_env)
     engines_log.write_text(f"===== {prepared.flashinfer_line} =====\n")
     if served:
         args = replace(args, model_info_env=prepared.model_info_env)
@@ -142,11 +143,13 @@ class Prepared(NamedTuple):
     model_info_env: dict[str, str]  # the variable that makes a start seed vLLM's model info; {}: not baked
 
 
-def prepare_shared(work_dir: Path, budget: runner.Budget, served: bool) -> Prepared:
+def prepare_shared(
+    work_dir: Path, budget: runner.Budget, served: bool, env: Mapping[str, str] | None = None
+) -> Prepared:
     """The work dir's FlashInfer JIT modules and, for served engines, vLLM's model-info entries. Each is made once
     per work dir: a later run of the same work dir reuses them. On a fresh host the JIT alone took 121 s (an H100,
-    2026-12-05e), against 7-10 s from the work dir's cache."""
-    env = shared_env(work_dir)
+    2026-12-05e), against 7-10 s from the work dir's cache. `env`: shared_env(work_dir), where the caller has it."""
+    env = shared_env(work_dir) if env is None else env
     fi_jit_s = runner.prewarm_flashinfer(env, timeout_s=min(300.0, budget.left()))
     fi_line = f"FlashInfer JIT (sampler, autotuner delay kernel) prebuilt in {fi_jit_s} s (None: engines build it)"
     print(f"e2e: {fi_line}", flush=True)
