@@ -8,12 +8,12 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from benchmarks.e2e.routing import ROUTINGS
+from tests.benchmarks.e2e_dry_run import dry_run_env
 from tests.conftest_paths import REPO
 
 E2E = REPO / "benchmarks" / "device" / "e2e.sh"
@@ -33,16 +33,7 @@ PHASE_SPLITS = {
 
 
 def _phase(tmp_path: Path, phase: str, gpus: int, **extra: str) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "DRY_RUN": "1",
-        "GPUS": str(gpus),
-        "PLAN_VLLM_VERSION": "0.32.0",  # the image's vLLM
-        "OUT": str(tmp_path / "o"),
-        "WORK_DIR": str(tmp_path / "w"),
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        **extra,
-    }
+    env = dry_run_env(tmp_path, gpus, **extra)
     return subprocess.run(["bash", str(E2E), phase], env=env, capture_output=True, text=True, timeout=120, cwd=REPO)
 
 

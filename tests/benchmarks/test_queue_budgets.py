@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import NamedTuple
 
 import pytest
 
+from tests.benchmarks.e2e_dry_run import dry_run_env
 from tests.conftest_paths import REPO
 
 QUEUES = REPO / "benchmarks" / "device" / "queues"
@@ -61,17 +61,10 @@ E2E_STEPS = [
 
 def plan_step(step: Step, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     """The step's command as run_queue.sh runs it, in e2e.sh's dry-run mode, cut at its minimum."""
-    env = {
-        **{k: v for k, v in os.environ.items() if not E2E_ENV.match(k)},
-        "DRY_RUN": "1",
-        "STEP_LIMIT_S": str(step.min_s),
-        "GPUS": str(GPUS_OF_QUEUE.get(step.queue, 1)),
-        "PLAN_VLLM_VERSION": "0.32.0",  # the image's vLLM
-        "PIN": "api=0;engine=0-1;client=1",  # nemotron-pin reads the host's topology otherwise (CPUs of this host)
-        "OUT": str(tmp_path / "o"),
-        "WORK_DIR": str(tmp_path / "w"),
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-    }
+    base = {k: v for k, v in os.environ.items() if not E2E_ENV.match(k)}
+    # PIN: nemotron-pin reads this host's topology otherwise
+    pin = "api=0;engine=0-1;client=1"
+    env = dry_run_env(tmp_path, GPUS_OF_QUEUE.get(step.queue, 1), base, STEP_LIMIT_S=str(step.min_s), PIN=pin)
     return subprocess.run(["bash", "-c", step.command], env=env, capture_output=True, text=True, timeout=120, cwd=REPO)
 
 
