@@ -183,12 +183,14 @@ def engine_setups(
     return setups
 
 
-def plan_from_resolver(model_dir: Path, gpu: str | None = None) -> PlanDecision:
-    """Ask this project's resolver (imports entrypoint; fails where its dependencies are missing)."""
+def plan_from_resolver(model_dir: Path, gpu: str | None = None, vllm_version: str | None = None) -> PlanDecision:
+    """Ask this project's resolver (imports entrypoint; fails where its dependencies are missing). vllm_version: the
+    vLLM the plan is for (None: the installed one, as `serve` plans; the image's when none is installed)."""
     from entrypoint.inputs.gather import build_plan
 
-    plan = build_plan(model=str(model_dir), gpu=gpu, vllm_version="0.26.0")
-    return PlanDecision(plan.moe_backend, dict(plan.env), "resolver" + (f" gpu={gpu}" if gpu else ""))
+    plan = build_plan(model=str(model_dir), gpu=gpu, vllm_version=vllm_version)
+    said = "".join(f" {k}={v}" for k, v in (("gpu", gpu), ("vllm", vllm_version)) if v)
+    return PlanDecision(plan.moe_backend, dict(plan.env), "resolver" + said)
 
 
 def load_plan_snapshot(path: Path) -> dict[str, PlanDecision]:
@@ -200,7 +202,9 @@ def load_plan_snapshot(path: Path) -> dict[str, PlanDecision]:
     }
 
 
-def make_plan_provider(snapshot: Path | None, gpu: str | None) -> tuple[PlanProvider | None, str]:
+def make_plan_provider(
+    snapshot: Path | None, gpu: str | None, vllm_version: str | None = None
+) -> tuple[PlanProvider | None, str]:
     """The resolver if importable here, else the snapshot; the string says which (for the log)."""
     try:
         import entrypoint.inputs.gather  # noqa: F401
@@ -215,4 +219,4 @@ def make_plan_provider(snapshot: Path | None, gpu: str | None) -> tuple[PlanProv
             return plans[model_dir.name]
 
         return from_snapshot, f"plan snapshot {snapshot} (resolver unavailable: {exc})"
-    return (lambda model_dir: plan_from_resolver(model_dir, gpu)), "resolver (entrypoint.inputs.gather)"
+    return (lambda model_dir: plan_from_resolver(model_dir, gpu, vllm_version)), "resolver (entrypoint.inputs.gather)"

@@ -22,6 +22,7 @@ from benchmarks.e2e import report, runner, spec
 from benchmarks.e2e.run import execute, prepare_shared
 from benchmarks.e2e.run_args import DEFAULT_SNAPSHOT, parse_run_args
 from benchmarks.sigterm import exit_on_sigterm
+from entrypoint.resolve.vllm_caps import PINNED_VLLM_VERSION
 
 
 def report_main(argv: Sequence[str]) -> int:
@@ -57,12 +58,17 @@ def plans_main(argv: Sequence[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.e2e plans")
     p.add_argument("--gpu", default="H200")
     p.add_argument("--out", type=Path, default=DEFAULT_SNAPSHOT)
+    p.add_argument("--vllm-version", default=PINNED_VLLM_VERSION, help=f"default: the image's ({PINNED_VLLM_VERSION})")
     ns = p.parse_args(argv)
     plans = {}
     for name in spec.BUNDLED_MODELS:
-        d = be.plan_from_resolver(spec.resolve_model_dir(name), ns.gpu)
-        plans[name] = {"moe_backend": d.moe_backend, "env": dict(d.env)}
-    ns.out.write_text(json.dumps({"gpu": ns.gpu, "vllm": "0.26.0", "plans": plans}, indent=2) + "\n")
+        d = be.plan_from_resolver(spec.resolve_model_dir(name), ns.gpu, ns.vllm_version)
+        # the repository's folders relative to its root: the snapshot is read on other machines (backends._plan_setup
+        # puts this checkout's tile folder where the named one is missing)
+        env = {k: v.removeprefix(f"{be.REPO_ROOT}/") for k, v in d.env.items()}
+        plans[name] = {"moe_backend": d.moe_backend, "env": env}
+    snapshot = {"gpu": ns.gpu, "vllm": ns.vllm_version, "plans": plans}
+    ns.out.write_text(json.dumps(snapshot, indent=2) + "\n")
     print(ns.out.read_text())
     return 0
 

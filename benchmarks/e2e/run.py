@@ -23,7 +23,7 @@ def execute(args: RunArgs) -> int:
     if args.engine == "served":
         provider, provider_note = None, "resolver (entrypoint.inputs.gather.build_plan with the served options)"
     else:
-        provider, provider_note = be.make_plan_provider(args.plan.snapshot, args.plan.gpu)
+        provider, provider_note = be.make_plan_provider(args.plan.snapshot, args.plan.gpu, args.plan.vllm_version)
         planned = [b for b in args.backends if b in be.PLAN_ROWS]
         if provider is None and planned:
             print(f"e2e: dropping backend(s) {', '.join(planned)}: {provider_note}", file=sys.stderr)
