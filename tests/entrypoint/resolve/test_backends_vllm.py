@@ -19,7 +19,7 @@ from entrypoint.resolve.backends import (
 )
 from entrypoint.resolve.vllm_caps import PINNED_VLLM_VERSION, detect_capabilities
 from tests.entrypoint.resolve.vllm_oracle import backend_names, fp8_moe_method, moe_config, simulated_cuda
-from tests.entrypoint.test_config_resolver import SCHEMES
+from tests.entrypoint.resolver_cases import SCHEMES
 
 _CT = {"family": QuantFamily.COMPRESSED_TENSORS, "method": "compressed-tensors"}
 FP8_SCHEMES = {

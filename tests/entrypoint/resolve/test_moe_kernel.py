@@ -17,7 +17,7 @@ from entrypoint.resolve.gpu import simulate_gpus
 from entrypoint.resolve.vllm_caps import load_snapshot
 from entrypoint.utils.errors import ConfigError
 from kernels.dispatch import DISPATCH_FILE, DispatchTable
-from tests.entrypoint.test_config_resolver import CAPS, QWEN3_MOE, SCHEMES, settings
+from tests.entrypoint.resolver_cases import CAPS, QWEN3_MOE, SCHEMES, settings
 
 TABLE = DispatchTable.load()
 MIXTRAL = MoEShape(num_experts=8, top_k=2, hidden_size=4096, expert_intermediate_size=14336)

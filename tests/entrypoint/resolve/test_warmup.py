@@ -12,7 +12,7 @@ from entrypoint.resolve.gpu import simulate_gpus
 from entrypoint.resolve.vllm_caps import load_snapshot
 from entrypoint.utils.errors import ConfigError
 from entrypoint.warmup import MAX_SAMPLED_BATCH_ENV, WARMUP_ENV
-from tests.entrypoint.test_config_resolver import CAPS, model, settings
+from tests.entrypoint.resolver_cases import CAPS, model, settings
 
 CPU_CAPS = load_snapshot("0.32.0")
 
