@@ -121,10 +121,13 @@ def _plan_setup(decision: PlanDecision, tuned_dir: Path) -> EngineSetup:
     env = dict(decision.env)
     note = f"resolver ({decision.source}): moe_backend={decision.moe_backend}"
     folder = env.get(TUNED_ENV)
-    if folder is not None and not Path(folder).is_dir():
-        # The plan names the image's path; outside the image the same files live in the repo.
-        env[TUNED_ENV] = str(tuned_dir)
-        note += f"; {TUNED_ENV} {folder} -> {tuned_dir}"
+    if folder is not None:
+        named = Path(folder) if Path(folder).is_absolute() else REPO_ROOT / folder  # a snapshot's are relative
+        if named.is_dir():
+            env[TUNED_ENV] = str(named)
+        else:  # the plan names the image's path; outside the image the same files live in the repo
+            env[TUNED_ENV] = str(tuned_dir)
+            note += f"; {TUNED_ENV} {folder} -> {tuned_dir}"
     unset = () if TUNED_ENV in env else (TUNED_ENV,)
     moe = None if decision.moe_backend in ("", "auto") else decision.moe_backend
     return EngineSetup("plan", moe, env=env, unset_env=unset, note=note)
@@ -212,11 +215,15 @@ def make_plan_provider(
         if snapshot is None or not snapshot.is_file():
             return None, f"resolver unavailable ({type(exc).__name__}: {exc}) and no plan snapshot"
         plans = load_plan_snapshot(snapshot)
+        why = f"resolver unavailable: {exc}"
+        planned_for = json.loads(snapshot.read_text()).get("vllm", "unknown")
+        if vllm_version and planned_for != vllm_version:
+            why += f"; the snapshot plans for vLLM {planned_for}, not the {vllm_version} asked"
 
         def from_snapshot(model_dir: Path) -> PlanDecision:
             if model_dir.name not in plans:
                 raise ValueError(f"plan snapshot {snapshot} has no entry for {model_dir.name}")
             return plans[model_dir.name]
 
-        return from_snapshot, f"plan snapshot {snapshot} (resolver unavailable: {exc})"
+        return from_snapshot, f"plan snapshot {snapshot} ({why})"
     return (lambda model_dir: plan_from_resolver(model_dir, gpu, vllm_version)), "resolver (entrypoint.inputs.gather)"

@@ -3,8 +3,10 @@
     python -m benchmarks.e2e.hybrid_host_step [--tokens 64] [--reps 3] [--conc 1,4] [--out-dir DIR]
 
 An H100 profile (2026-12-05e) found Nemotron-3-Nano's one-request step host-bound: the GPU waited 2.8 ms for the host
-before each CUDA graph. The host's part runs the same Python on every platform (vLLM's scheduler, and the GPU model
-runner, which the CPU build's runner subclasses), so its phases can be timed here, on this machine's CPU vLLM:
+before each CUDA graph. Most of the host's part is the same Python on every platform: vLLM's scheduler, and the GPU
+model runner, which the CPU build's runner subclasses. The CPU build differs in its attention group's metadata builder
+(Mamba groups keep theirs), in turning async scheduling off, and in its block size. So the phases can be timed here,
+on this machine's CPU vLLM:
 
 - `Nemotron, prefix caching off`: Nemotron-3-Nano's 52-layer pattern (23 Mamba, 6 attention, 23 MoE layers) at
   tiny widths; vLLM runs Mamba's `none` cache mode;
@@ -49,7 +51,8 @@ TINY_WIDTHS = {"hidden_size": 256, "num_attention_heads": 4, "num_key_value_head
 STEM = "cpu_hybrid_host_step"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "generation_config.json")
 FORWARD = "_model_forward"
-# (owner module, class or "", attribute): the phases of one engine step, in the order they run
+# (owner module, class or "", attribute): the phases of one engine step (preprocess_mamba runs inside execute_model,
+# just before _build_attention_metadata; the tables list it after)
 PHASES: tuple[tuple[str, str, str], ...] = (
     ("vllm.v1.core.sched.scheduler", "Scheduler", "schedule"),
     ("vllm.v1.worker.gpu_model_runner", "GPUModelRunner", "_update_states"),
@@ -134,9 +137,22 @@ def install_timers(owners: dict[str, Any], times: dict[str, list[float]]) -> Non
         setattr(owner, attr, functools.wraps(original)(timed))
 
 
-def run_condition(model_dir: Path, prefix_caching: bool, conc: Sequence[int], tokens: int, reps: int) -> dict:
-    """In this process: one engine, then `reps` runs per concurrency; {conc: [{phase: median µs per call}]}."""
-    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine core in this process, timers included
+Runs = dict[int, list[dict[str, float]]]  # concurrency → one {phase: median µs per call} per run
+
+
+def derive(medians: dict[str, float]) -> dict[str, float]:
+    """The run's phase medians with the two derived rows: execute_model's time outside its timed phases, and the
+    host's work outside the forward (the step's top-level phases minus the forward). The latter still holds this CPU
+    computing the logits and sampling, and leaves out the engine core's work between the phases."""
+    derived = dict(medians)
+    derived[EXECUTE_REST] = medians[EXECUTE] - sum(medians.get(p, 0.0) for p in EXECUTE_PARTS)
+    derived[HOST_OUTSIDE_FORWARD] = sum(medians.get(p, 0.0) for p in HOST_TOTAL_PARTS) - medians[FORWARD]
+    return derived
+
+
+def run_condition(model_dir: Path, prefix_caching: bool, conc: Sequence[int], tokens: int, reps: int) -> Runs:
+    """In this process: one engine, then `reps` runs per concurrency."""
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine core in this process, timers included
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     import importlib
 
@@ -148,19 +164,16 @@ def run_condition(model_dir: Path, prefix_caching: bool, conc: Sequence[int], to
               enable_prefix_caching=prefix_caching, dtype="bfloat16")  # fmt: skip
     params = SamplingParams(max_tokens=tokens, ignore_eos=True, temperature=0)
     llm.generate(["warm up"] * max(conc), params, use_tqdm=False)
-    runs: dict[int, list[dict[str, float]]] = {}
+    runs: Runs = {}
     for c in conc:
         for rep in range(reps):
             times.clear()
             llm.generate([f"request {i} of run {rep}" for i in range(c)], params, use_tqdm=False)
-            medians = {k: statistics.median(v) * 1e6 for k, v in times.items()}
-            medians[EXECUTE_REST] = medians[EXECUTE] - sum(medians.get(p, 0.0) for p in EXECUTE_PARTS)
-            medians[HOST_OUTSIDE_FORWARD] = sum(medians.get(p, 0.0) for p in HOST_TOTAL_PARTS) - medians[FORWARD]
-            runs.setdefault(c, []).append(medians)
+            runs.setdefault(c, []).append(derive({k: statistics.median(v) * 1e6 for k, v in times.items()}))
     return runs
 
 
-def summarise(condition: str, runs: dict[int, list[dict[str, float]]], vllm_version: str) -> list[dict[str, Any]]:
+def summarise(condition: str, runs: Runs, vllm_version: str) -> list[dict[str, Any]]:
     """One row per (concurrency, phase): the median of the runs' medians and their spread."""
     rows = []
     for c, reps in runs.items():
@@ -269,7 +282,7 @@ def _worker(request_json: str) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.e2e.hybrid_host_step",
                                      description=__doc__.split("\n")[0])  # fmt: skip
-    parser.add_argument("--tokens", type=int, default=64, help="decode steps per run (default 64)")
+    parser.add_argument("--tokens", type=int, default=64, help="tokens per request and run, one step each (default 64)")
     parser.add_argument("--reps", type=int, default=3, help="runs per concurrency (default 3)")
     parser.add_argument("--conc", default="1,4", help="concurrent requests, a comma list (default 1,4)")
     parser.add_argument("--conditions", default=",".join(str(i) for i in range(len(CONDITIONS))),

@@ -111,19 +111,36 @@ def test_plan_snapshot_is_used_when_the_resolver_is_not_importable(
     snap.write_text(json.dumps({"plans": {"qwen3-30b-a3b-fp8-static": {"moe_backend": "triton", "env": {}}}}))
     monkeypatch.setitem(__import__("sys").modules, "entrypoint.inputs.gather", None)  # import now fails
     provider, note = be.make_plan_provider(snap, None)
-    assert provider is not None and "plan snapshot" in note
+    assert provider is not None and "plan snapshot" in note and "not the" not in note
+    # a snapshot made for another vLLM than the run asks for says so in the run's log
+    _, mismatch = be.make_plan_provider(snap, None, "0.32.0")
+    assert "the snapshot plans for vLLM unknown, not the 0.32.0 asked" in mismatch
     decision = provider(spec.resolve_model_dir("qwen3-30b-a3b-fp8-static"))
     assert decision.moe_backend == "triton" and decision.source == "snapshot:plans.json"
     with pytest.raises(ValueError, match="no entry for mixtral-8x7b-fp8-static"):
         provider(spec.resolve_model_dir("mixtral-8x7b-fp8-static"))
 
 
-def test_the_offline_plan_row_plans_for_the_vllm_the_run_names(tmp_path: Path) -> None:
-    # plan_from_resolver asked for vLLM 0.26.0 whatever the run said, after the image had moved to 0.32.0
-    provider, note = be.make_plan_provider(None, "H200", "0.26.0")
-    assert provider is not None and note.startswith("resolver")
-    decision = provider(spec.resolve_model_dir("qwen3-30b-a3b-fp8-static"))
-    assert decision.source == "resolver gpu=H200 vllm=0.26.0" and decision.moe_backend == "triton"
+def test_the_offline_plan_row_plans_for_the_vllm_the_run_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    # plan_from_resolver asked for vLLM 0.26.0 whatever the run said, after the image had moved to 0.32.0 (the two
+    # plans of the bundled models are alike, so the resolver is asked directly what it was given)
+    from entrypoint.inputs import gather
+
+    asked: list[str | None] = []
+    real_build_plan = gather.build_plan
+
+    def build_plan(**kwargs: object) -> object:
+        asked.append(kwargs.get("vllm_version"))  # type: ignore[arg-type]
+        return real_build_plan(**kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(gather, "build_plan", build_plan)
+    for version in ("0.26.0", None):
+        provider, note = be.make_plan_provider(None, "H200", version)
+        assert provider is not None and note.startswith("resolver")
+        decision = provider(spec.resolve_model_dir("qwen3-30b-a3b-fp8-static"))
+        assert decision.moe_backend == "triton"
+    assert asked == ["0.26.0", None]  # None: the installed vLLM, as `serve` plans
+    assert decision.source == "resolver gpu=H200"
 
 
 def test_the_plan_snapshot_is_for_the_images_vllm_with_the_repositorys_folders_relative(tmp_path: Path) -> None:
@@ -137,3 +154,13 @@ def test_the_plan_snapshot_is_for_the_images_vllm_with_the_repositorys_folders_r
     assert str(be.REPO_ROOT) not in out.read_text()
     # the committed snapshot is what the command writes today
     assert json.loads((be.REPO_ROOT / "benchmarks/results/e2e/plans.json").read_text()) == snapshot
+
+
+def test_a_snapshots_relative_tile_folder_is_the_repositorys_wherever_the_run_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # not the repository's root: "kernels/configs" would not resolve from here
+    (plan,) = be.engine_setups(
+        ["plan"], tmp_path, QWEN, lambda _d: be.PlanDecision("triton", {be.TUNED_ENV: "kernels/configs"}, "t")
+    )
+    assert plan.env[be.TUNED_ENV] == str(be.REPO_ROOT / "kernels" / "configs") and "->" not in plan.note
