@@ -15,6 +15,7 @@ from benchmarks.e2e.jitcount import MOE_KERNEL, moe_kernels_by_rank
 from benchmarks.e2e.runner import JobResult
 from benchmarks.e2e.spec import Workload
 from benchmarks.e2e.stats import RequestTiming, Sample, aggregate, ratio, summarize_batch, verdict
+from kernels.config_files import file_device_name
 
 CSV_COLUMNS: tuple[str, ...] = (
     "model", "split", "options", "layers", "layers_real", "backend", "same_engine_as", "moe_backend_arg",
@@ -64,12 +65,12 @@ def jit_events(result: JobResult) -> dict[str, Any]:
 def default_config_check(result: JobResult, tuned_file_shipped: str) -> str:
     """The issue's check: no "Using default MoE config" where this project ships the file the row's Triton reads.
     'pass' / 'FAIL' on Triton rows that read a shipped file; '' where the check does not apply, including a row whose
-    GPU is not the shipped file's (vLLM looks files up by `device_name=`, the GPU's name with "_" for " ": on an H100
-    the H200's file is never read, and vLLM's default tiles are expected, not a failure)."""
+    GPU is not the shipped file's (vLLM looks files up by `device_name=`, kernels.config_files.file_device_name: on an
+    H100 the H200's file is never read, and vLLM's default tiles are expected, not a failure)."""
     if not tuned_file_shipped or (result.log.moe_backend or "").upper() != "TRITON":
         return ""
     gpu = result.versions.get("gpu", "")
-    if gpu and f"device_name={gpu.replace(' ', '_')}," not in tuned_file_shipped:
+    if gpu and f"device_name={file_device_name(gpu)}," not in tuned_file_shipped:
         return ""
     return "FAIL" if result.log.default_moe_config else "pass"
 
