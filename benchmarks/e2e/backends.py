@@ -196,13 +196,14 @@ def plan_from_resolver(model_dir: Path, gpu: str | None = None, vllm_version: st
     return PlanDecision(plan.moe_backend, dict(plan.env), "resolver" + said)
 
 
-def load_plan_snapshot(path: Path) -> dict[str, PlanDecision]:
-    """plans.json written by `python -m benchmarks.e2e plans`: model dir name → decision."""
+def load_plan_snapshot(path: Path) -> tuple[dict[str, PlanDecision], str]:
+    """plans.json written by `python -m benchmarks.e2e plans`: (model dir name → decision, the vLLM it plans for)."""
     data = json.loads(path.read_text())
-    return {
+    plans = {
         name: PlanDecision(entry["moe_backend"], entry.get("env", {}), f"snapshot:{path.name}")
         for name, entry in data["plans"].items()
     }
+    return plans, str(data.get("vllm", "unknown"))
 
 
 def make_plan_provider(
@@ -214,9 +215,8 @@ def make_plan_provider(
     except Exception as exc:  # ImportError, or a dependency of it missing on a bare GPU host
         if snapshot is None or not snapshot.is_file():
             return None, f"resolver unavailable ({type(exc).__name__}: {exc}) and no plan snapshot"
-        plans = load_plan_snapshot(snapshot)
+        plans, planned_for = load_plan_snapshot(snapshot)
         why = f"resolver unavailable: {exc}"
-        planned_for = json.loads(snapshot.read_text()).get("vllm", "unknown")
         if vllm_version and planned_for != vllm_version:
             why += f"; the snapshot plans for vLLM {planned_for}, not the {vllm_version} asked"
 
