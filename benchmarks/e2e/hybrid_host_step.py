@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.e2e.stats import spread_pct
 from benchmarks.paths import E2E_RESULTS
 
 MODELS = Path(__file__).resolve().parent / "models"
@@ -179,10 +180,8 @@ def summarise(condition: str, runs: Runs, vllm_version: str) -> list[dict[str, A
     for c, reps in runs.items():
         for phase in (p for p in ROW_ORDER if any(p in r for r in reps)):
             values = [r.get(phase, 0.0) for r in reps]
-            median = statistics.median(values)
-            spread = (max(values) - min(values)) / median * 100 if median else 0.0
             rows.append({"vllm": vllm_version, "condition": condition, "conc": c, "phase": phase,
-                         "us_median": round(median, 1), "spread_pct": round(spread, 1),
+                         "us_median": round(statistics.median(values), 1), "spread_pct": round(spread_pct(values), 1),
                          "reps": len(values)})  # fmt: skip
     return rows
 

@@ -20,6 +20,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from benchmarks.e2e.stats import spread_pct
 from benchmarks.paths import E2E_RESULTS
 
 MODES = ("none", "align")
@@ -61,8 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = []
     for mode in MODES:
         runs = time_lookup(mode, args.calls, args.reps)
-        median = statistics.median(runs)
-        spread = (max(runs) - min(runs)) / median * 100 if median else 0.0
+        median, spread = statistics.median(runs), spread_pct(runs)
         rows.append({"vllm": vllm.__version__, "mode": mode, "us_per_call_median": round(median, 2),
                      "spread_pct": round(spread, 1), "calls": args.calls, "reps": args.reps})  # fmt: skip
         print(f"{mode}: {median:.2f} µs per call (spread {spread:.1f} %, {args.reps} × {args.calls} calls)")

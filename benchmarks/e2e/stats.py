@@ -66,6 +66,12 @@ class Aggregate:
     spread_pct: float  # (max − min) / median of decode tok/s over the repetitions
 
 
+def spread_pct(values: Sequence[float]) -> float:
+    """How far apart repetitions were: (max − min) ÷ median, in %; NaN where the median is not positive."""
+    median = statistics.median(values)
+    return 100 * (max(values) - min(values)) / median if median > 0 else float("nan")
+
+
 def aggregate(samples: Sequence[Sample]) -> Aggregate:
     """Best = highest rate / lowest latency over repetitions; spread says how far apart they were."""
     if not samples:
@@ -82,7 +88,7 @@ def aggregate(samples: Sequence[Sample]) -> Aggregate:
         ttft_ms_median=statistics.median(s.ttft_ms for s in samples),
         tpot_ms_best=min(s.tpot_ms for s in samples),
         tpot_ms_median=statistics.median(s.tpot_ms for s in samples),
-        spread_pct=100 * (max(decode) - min(decode)) / median_decode if median_decode > 0 else float("nan"),
+        spread_pct=spread_pct(decode),
     )
 
 
