@@ -219,9 +219,15 @@ def write_report(rows: list[dict[str, Any]], out_dir: Path, command: str) -> lis
     return written + ([png] if png else [])
 
 
+def _by_key(rows: list[dict[str, Any]]) -> dict[tuple[str, int, str], dict[str, Any]]:
+    """(condition, concurrency, phase) → its row."""
+    return {(r["condition"], r["conc"], r["phase"]): r for r in rows}
+
+
 def markdown(rows: list[dict[str, Any]], command: str) -> str:
     """The phases as rows, the conditions as columns, per concurrency: median µs (spread %)."""
     conditions = list(dict.fromkeys(r["condition"] for r in rows))
+    by_key = _by_key(rows)
     lines = [f"# The host's work per decode step, phase by phase (CPU vLLM {rows[0]['vllm']})", "",
              f"Command: `{command}`. Medians of each run's per-step medians, µs on this machine (spread over "
              f"{rows[0]['reps']} runs); `{FORWARD}` is this CPU computing the tiny model, no GPU figure.",
@@ -233,7 +239,7 @@ def markdown(rows: list[dict[str, Any]], command: str) -> str:
         for phase in (p for p in ROW_ORDER if p in present):
             cells = []
             for name in conditions:
-                row = next((r for r in rows if (r["condition"], r["conc"], r["phase"]) == (name, c, phase)), None)
+                row = by_key.get((name, c, phase))
                 cells.append(f"{row['us_median']:,.1f} ({row['spread_pct']:.1f} %)" if row else "–")
             lines.append(f"| {phase} | " + " | ".join(cells) + " |")
         lines.append("")
@@ -251,11 +257,11 @@ def plot(rows: list[dict[str, Any]], path: Path) -> Path | None:
         return None
     host_phases = [p for _, _, p in PHASES if p not in (FORWARD, EXECUTE)] + [EXECUTE_REST]
     bars = list(dict.fromkeys((r["condition"], r["conc"]) for r in rows))
+    by_key = _by_key(rows)
     fig, ax = plt.subplots(figsize=(11, 4.5))
     bottoms = [0.0] * len(bars)
     for phase in host_phases:
-        heights = [next((r["us_median"] for r in rows if (r["condition"], r["conc"], r["phase"]) == (*bar, phase)), 0.0)
-                   for bar in bars]  # fmt: skip
+        heights = [by_key[(*bar, phase)]["us_median"] if (*bar, phase) in by_key else 0.0 for bar in bars]
         ax.barh(range(len(bars)), heights, left=bottoms, label=phase.lstrip("_"))  # "_x" labels: no legend entry
         bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
     ax.set_yticks(range(len(bars)), [f"{name}, {c} req." for name, c in bars], fontsize=8)
