@@ -169,6 +169,21 @@ def shipped_files(config_dir: Path = CONFIG_DIR) -> list[Path]:
     return sorted(p for p in config_dir.glob("*.json") if p.name != PROVENANCE_FILE.name)
 
 
+def foreign_files(config_dir: Path = CONFIG_DIR) -> list[str]:
+    """Names in the folder that are neither a fused-MoE tile file nor its README / provenance. vLLM 0.32 reads
+    VLLM_TUNED_CONFIG_FOLDER for Mamba's selective_state_update configs and the LoRA kernels' configs too
+    (docs/kernels.md, "What else vLLM 0.32 reads from that folder"): such a file would change another kernel."""
+    foreign = []
+    for path in sorted(config_dir.iterdir()):
+        if path.name in ("README.md", PROVENANCE_FILE.name):
+            continue
+        try:
+            parse_config_file_name(path.name)
+        except ValueError:
+            foreign.append(path.name)
+    return foreign
+
+
 def load_provenance(path: Path = PROVENANCE_FILE) -> dict[str, dict[str, Any]]:
     return json.loads(path.read_text()) if path.exists() else {}
 

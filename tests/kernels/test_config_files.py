@@ -60,6 +60,21 @@ def test_shipped_tiles_engage_swap_ab_exactly_as_vllm_decides(path, monkeypatch)
             assert m in cf.load_provenance()[path.name]["tuned_m"], f"M={m}: untuned non-swap tile {tile}"
 
 
+def test_the_folder_holds_only_fused_moe_tile_files():
+    assert cf.foreign_files() == []
+
+
+def test_a_mamba_or_lora_config_in_the_folder_is_foreign(tmp_path):
+    """vLLM reads the same folder for these (docs/kernels.md): the check above must see them."""
+    (tmp_path / "README.md").write_text("x")
+    (tmp_path / cf.config_file_name(128, 768, "fp8_w8a8", None)).write_text("{}")
+    ssu = "headdim=64,dstate=128,device_name=NVIDIA_H200,cache_dtype=float32.json"
+    lora = "NVIDIA_H200_SHRINK.json"
+    for name in (ssu, lora):
+        (tmp_path / name).write_text("{}")
+    assert cf.foreign_files(tmp_path) == sorted([lora, ssu])
+
+
 def test_every_provenance_row_has_its_file_and_every_file_is_a_shipped_shape():
     prov = cf.load_provenance()
     names = {p.name for p in SHIPPED_FILES}
