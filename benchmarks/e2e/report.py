@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.e2e import host_bound
 from benchmarks.e2e.backends import EngineSetup
 from benchmarks.e2e.floor_rows import publication
 from benchmarks.e2e.jitcount import MOE_KERNEL, moe_kernels_by_rank
@@ -23,8 +24,8 @@ CSV_COLUMNS: tuple[str, ...] = (
     "default_config_check", "routing", "routing_logged", "pinning", "input_len", "output_len", "conc", "reps",
     "decode_tps_best", "decode_tps_median", "output_tps_best", "output_tps_median",
     "ttft_ms_best", "ttft_ms_median", "tpot_ms_best", "tpot_ms_median", "spread_pct",
-    "hbm_read_tbps", "floor_tpot_ms", "floor_fraction", "floor_check", "ratio_vs_auto", "verdict_vs_auto",
-    "engine_start_cold_s", "engine_start_warm_s", "start_caches",
+    "hbm_read_tbps", "floor_tpot_ms", "floor_fraction", "floor_check", "engine_thread_pct", "host_bound",
+    "ratio_vs_auto", "verdict_vs_auto", "engine_start_cold_s", "engine_start_warm_s", "start_caches",
     "triton_jit_at_start", "moe_jit_at_start_by_rank", "moe_jit_while_serving", "moe_jit_while_serving_by_rank",
     "comm_env", "comm_logged", "status", "error", "note", "compile", "vllm", "torch", "triton", "flashinfer", "gpu",
     "timestamp",
@@ -34,6 +35,7 @@ _FLOAT_COLUMNS = {
     "decode_tps_best", "decode_tps_median", "output_tps_best", "output_tps_median", "ttft_ms_best",
     "ttft_ms_median", "tpot_ms_best", "tpot_ms_median", "spread_pct", "ratio_vs_auto",
     "hbm_read_tbps", "floor_tpot_ms", "floor_fraction", "engine_start_cold_s", "engine_start_warm_s",
+    "engine_thread_pct",
 }  # fmt: skip
 _INT_COLUMNS = {"layers", "layers_real", "input_len", "output_len", "conc", "reps", "triton_jit_at_start",
                 "moe_jit_while_serving"}  # fmt: skip
@@ -144,7 +146,7 @@ def build_rows(
         }
         if events:
             agg = aggregate([sample_from_event(e) for e in events])
-            row.update(vars(agg))
+            row.update(vars(agg), **host_bound.columns(events))
         rows.append(row)
     return rows
 
@@ -188,7 +190,9 @@ def add_ratios(rows: list[dict[str, Any]]) -> None:
         value = ratio(_num(r.get("decode_tps_best")), _num(base.get("decode_tps_best")) if base else None)
         r["ratio_vs_auto"] = value
         r["verdict_vs_auto"] = (
-            verdict(value, _num(r.get("spread_pct")) or 0.0, _num(base.get("spread_pct")) or 0.0) + suffix
+            verdict(value, _num(r.get("spread_pct")) or 0.0, _num(base.get("spread_pct")) or 0.0)
+            + host_bound.verdict_suffix(r, base)
+            + suffix
             if base and r["backend"] != "auto"
             else ""
         )
@@ -279,7 +283,7 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
         )
         shown, label = publication(r)
         fig = r if shown else {}
-        status = r["status"] + (f"; {label}" if label else "")
+        status = "; ".join(part for part in (r["status"], label, host_bound.label(r)) if part)
         if r.get("pinning"):  # a harness setting serve never makes: a labelled comparison row
             status += f"; pinned ({r['pinning']}): comparison row"
         lines.append(
