@@ -13,7 +13,7 @@ import statistics
 from collections.abc import Iterable
 from typing import Any
 
-HOST_BOUND_PCT = 95.0  # Nemotron at 1-4 requests: 96-99 %; Qwen3 at one request: 64-91 % (2026-12-05e, 06)
+HOST_BOUND_PCT = 95.0  # Nemotron at 1-4 requests: 96-99 %; Qwen3 at one request: 59-91 % (2026-12-05e, 06)
 
 
 def engine_thread_pct(events: Iterable[dict[str, Any]]) -> float | None:
