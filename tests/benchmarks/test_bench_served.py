@@ -239,11 +239,14 @@ def test_the_served_harness_measures_the_tiny_model_on_the_cpu_engine(tmp_path: 
     rows = list(csv.DictReader((out / "h200_e2e.csv").open()))
     assert [(r["conc"], r["status"], r["compile"]) for r in rows] == [("1", "ok", "default"), ("2", "ok", "default")]
     assert all(float(r["decode_tps_best"]) > 0 for r in rows)
+    # the real engine's busiest thread is metered into every row (49-54 % of a core in CI, 2026-12-06)
+    assert all(r["host_bound"] in ("yes", "no") and float(r["engine_thread_pct"]) > 0 for r in rows), rows
     # every row records its routing; no GPU, no bandwidth, no floor; the dummy routing at 2 is a labelled control
     assert {(r["routing"], r["routing_logged"], r["floor_check"]) for r in rows} == {("dummy", "", NO_FLOOR)}
     assert "HBM read bandwidth: not measured" in done.stdout
     table = (out / "h200_e2e.md").read_text().splitlines()
-    assert [line.endswith("| ok; control (dummy routing): not published |") for line in table[2:4]] == [False, True]
+    # a CPU engine's thread may hold a core: a "; host-bound (...)" label may follow (benchmarks/e2e/host_bound.py)
+    assert ["| ok; control (dummy routing): not published" in line for line in table[2:4]] == [False, True]
     # the first engine of a run starts from empty caches; what it compiled is then offered to the next one
     assert {r["start_caches"] for r in rows} == {"empty"}
     assert "plan: 0 Triton kernels added to the run's shared cache (0 in all)" in done.stdout, done.stdout[-2000:]
