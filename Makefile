@@ -57,7 +57,7 @@ lint: venv
 
 # GPU tests (-m gpu) run on an H200 with `make test-gpu`; they are deselected here, not skipped.
 test: venv triton-aot-env lint
-	$(PY) -m pytest -q -p no:cacheprovider -m "not gpu and not image" tests
+	$(PY) -m pytest -q -p no:cacheprovider --durations=25 -m "not gpu and not image" tests
 
 test-unit: venv
 	$(PY) -m pytest -q -p no:cacheprovider -m "not e2e and not gpu and not image" tests

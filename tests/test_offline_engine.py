@@ -34,6 +34,16 @@ def make_bundle(path: Path, files: dict[str, bytes]) -> Path:
     return path
 
 
+def test_the_tree_is_counted_in_whole_disk_blocks(tmp_path: Path) -> None:
+    """The upload's size check counts 4 KiB blocks: one byte and 4,097 bytes weigh 4 KiB and 8 KiB there."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "one").write_bytes(b"x")
+    (tmp_path / "two").write_bytes(b"y" * 4097)
+    (tmp_path / "untracked").write_bytes(b"z" * 9000)
+    subprocess.run(["git", "-C", str(tmp_path), "add", "one", "two"], check=True)
+    assert bundle.tree_bytes(tmp_path) == 3 * 4096
+
+
 def test_pieces_fit_an_upload_with_the_tree_and_join_byte_for_byte(tmp_path: Path) -> None:
     limit, tree, margin = 64 * 1024, 10_000, 1024  # an upload's limit scaled down: 64 KiB, the tree 10 kB
     size = bundle.piece_bytes(tree, limit=limit, margin=margin)
