@@ -27,7 +27,7 @@ def test_every_variant_runs_and_the_fold_agrees_with_the_kernels() -> None:
         calls[kw.get("calls", calls_per_run)] += 1
         return float(next(durations))
 
-    rows = bench.bench_shape(TINY, (1, 2), reps=2, topk_fn=None, device=DEVICE, timer=timer)
+    rows = bench.bench_shape(TINY, (1, 2), reps=1, topk_fn=None, device=DEVICE, timer=timer)  # the interpreter is slow
     assert [r["M"] for r in rows] == [1, 2]
     for r in rows:
         assert r["folded_rel_err"] < 0.02 and r["scoring"] == "softmax"
@@ -36,7 +36,7 @@ def test_every_variant_runs_and_the_fold_agrees_with_the_kernels() -> None:
         assert r["pdl_gain"] == round(r["router_folded_us"] / r["router_folded_pdl_us"], 3)
         assert r["router_gemm"] == "torch"
         assert "vllm_route_us" not in r and "block_gain" not in r and "pdl_alone_gain" not in r
-    assert sum(calls.values()) == 2 * 2 * 6  # M values × reps × the six variants without vLLM
+    assert sum(calls.values()) == 2 * 1 * 6  # M values × reps × the six variants without vLLM
 
 
 def test_with_a_fused_top_k_every_block_variant_runs_and_every_column_reaches_the_csv() -> None:
