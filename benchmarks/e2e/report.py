@@ -77,7 +77,7 @@ def default_config_check(result: JobResult, tuned_file_shipped: str) -> str:
     return "FAIL" if result.log.default_moe_config else "pass"
 
 
-def _jit_columns(result: JobResult) -> dict[str, Any]:
+def jit_columns(result: JobResult) -> dict[str, Any]:
     jit = jit_events(result)
     ranks = jit["rank_cache_dirs"]
     serving = jit["jit_while_serving"]
@@ -107,7 +107,7 @@ def build_rows(
     """One row per workload. `facts` (split, options, tuned_file_shipped, comm_env) go into every row."""
     facts = facts or {}
     engine_facts = {
-        **_jit_columns(result),
+        **jit_columns(result),
         "default_config_check": default_config_check(result, facts.get("tuned_file_shipped", "")),
         "comm_logged": ";".join(f"{k}={v}" for k, v in result.log.comm.items()),
         "routing_logged": result.log.routing,
@@ -166,7 +166,7 @@ def _key(row: dict[str, Any]) -> tuple[Any, ...]:
             row.get("pinning") or "", row["input_len"], row["output_len"], row["conc"])  # fmt: skip
 
 
-def _num(value: Any) -> float | None:
+def num(value: Any) -> float | None:
     if value in (None, ""):
         return None
     f = float(value)
@@ -177,7 +177,11 @@ OPTIONLESS_AUTO = " vs option-less auto"
 
 
 def add_ratios(rows: list[dict[str, Any]]) -> None:
-    """ratio_vs_auto = decode tok/s (best) / auto's on the same model and workload; verdict vs spread.
+    """ratio_vs_auto = decode tok/s (median) / auto's on the same model and workload; verdict vs spread.
+
+    Medians, as the docs read them: a best repetition can part from the median by more than the spread allows for
+    (2026-12-06b, Qwen3 at 64: 1.021 by best, 1.017 by median inside 2 % spreads). Rows from before the median
+    column fall back to the best.
 
     A row with options (say the plan with `attention_backend=TRITON_ATTN`) is compared with auto under the same
     options when that was measured, else with auto as vLLM runs it without them (what a user would otherwise
@@ -187,15 +191,21 @@ def add_ratios(rows: list[dict[str, Any]]) -> None:
         base, suffix = auto.get(_key(r)), ""
         if base is None and r.get("options"):
             base, suffix = auto.get(_key({**r, "options": ""})), OPTIONLESS_AUTO
-        value = ratio(_num(r.get("decode_tps_best")), _num(base.get("decode_tps_best")) if base else None)
+        value = ratio(_decode_tps(r), _decode_tps(base) if base else None)
         r["ratio_vs_auto"] = value
         r["verdict_vs_auto"] = (
-            verdict(value, _num(r.get("spread_pct")) or 0.0, _num(base.get("spread_pct")) or 0.0)
+            verdict(value, num(r.get("spread_pct")) or 0.0, num(base.get("spread_pct")) or 0.0)
             + host_bound.verdict_suffix(r, base)
             + suffix
             if base and r["backend"] != "auto"
             else ""
         )
+
+
+def _decode_tps(row: dict[str, Any]) -> float | None:
+    """The row's median decode tok/s, or its best where the row predates the median."""
+    median = num(row.get("decode_tps_median"))
+    return median if median is not None else num(row.get("decode_tps_best"))
 
 
 def row_label(row: dict[str, Any]) -> str:
@@ -250,7 +260,7 @@ def read_csv(path: Path) -> list[dict[str, Any]]:
         for raw in csv.DictReader(f):
             row: dict[str, Any] = dict(raw)
             for k in _FLOAT_COLUMNS:
-                row[k] = _num(row.get(k))
+                row[k] = num(row.get(k))
             for k in _INT_COLUMNS:
                 row[k] = int(row[k]) if row.get(k) not in (None, "") else None
             row["default_moe_config"] = row.get("default_moe_config") == "True"
@@ -259,13 +269,13 @@ def read_csv(path: Path) -> list[dict[str, Any]]:
 
 
 def _f(value: Any, digits: int = 1) -> str:
-    v = _num(value)
+    v = num(value)
     return "–" if v is None else f"{v:.{digits}f}"
 
 
 def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
     header = (
-        "| model | backend (vLLM ran) | routing | in/out | conc | decode tok/s best (median) | vs auto "
+        "| model | backend (vLLM ran) | routing | in/out | conc | decode tok/s best (median) | vs auto (medians) "
         "| output tok/s best | TTFT ms | TPOT ms | floor ms (÷ TPOT) | spread % | start cold / warm s | status |\n"
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
@@ -330,7 +340,7 @@ def plot(rows: Sequence[dict[str, Any]], path: Path) -> bool:
         return False
     fig, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 4), squeeze=False)
     for ax, model in zip(axes[0], models, strict=True):
-        mine = [r for r in rows if r["model"] == model and _num(r.get("ratio_vs_auto")) is not None]
+        mine = [r for r in rows if r["model"] == model and num(r.get("ratio_vs_auto")) is not None]
         if mine:
             short_in = min(r["input_len"] for r in mine)
             for label in dict.fromkeys(row_label(r) for r in mine if r["backend"] != "auto"):
@@ -358,45 +368,6 @@ def write_outputs(rows: list[dict[str, Any]], out_dir: Path, stem: str = "h200_e
     write_csv(rows, written[0])
     written[1].write_text(markdown_table(rows))
     return written
-
-
-START_COLUMNS = (
-    "model", "split", "options", "backend", "mode", "status", "start_s", "first_request_s", "before_first_log_s",
-    "to_engine_core_s", "weights_s", "model_load_s", "dynamo_s",
-    "graph_compile_s", "compiled_graph_load_s", "torch_compile_total_s", "cuda_graphs_s", "init_engine_s",
-    "warmup_s", "flashinfer_autotune", "triton_compiled_at_start", "triton_compiled_kernels",
-    "moe_jit_at_start_by_rank", "moe_jit_while_serving_by_rank", "moe_backend_logged", "compile",
-    "vllm", "torch", "triton", "flashinfer", "gpu", "error", "launched_at_epoch_s",
-)  # fmt: skip
-
-
-def start_row(model: str, backend: str, mode: str, result: JobResult, compile_mode: str) -> dict[str, Any]:
-    """One start of the served engine, broken down (mode: empty / warm / copied / baked caches)."""
-    first = next((e for e in result.events if e.get("event") == "first_request"), {})
-    compiled = first.get("triton_compiled_at_start") or {}
-    # the launch's wall clock joins the start with what run_queue.sh sampled beside it (start_conditions)
-    launched = next((e.get("launched_at") for e in result.events if e.get("event") == "engine_started"), None)
-    return {
-        "model": model, "backend": backend, "mode": mode, "status": result.status, "start_s": result.start_s,
-        "first_request_s": first.get("seconds"), **result.log.durations,
-        "flashinfer_autotune": "flashinfer_autotune_started" in result.log.milestones,
-        "triton_compiled_at_start": sum(compiled.values()),
-        "triton_compiled_kernels": ";".join(f"{k}x{v}" for k, v in compiled.items()),
-        "moe_jit_at_start_by_rank": _jit_columns(result)["moe_jit_at_start_by_rank"],
-        "moe_jit_while_serving_by_rank": _jit_columns(result)["moe_jit_while_serving_by_rank"],
-        "moe_backend_logged": result.log.moe_backend or "", "compile": compile_mode,
-        **{k: result.versions.get(k, "") for k in ("vllm", "torch", "triton", "flashinfer", "gpu")},
-        "error": result.error, "launched_at_epoch_s": launched,
-    }  # fmt: skip
-
-
-def append_start_rows(rows: Sequence[dict[str, Any]], path: Path) -> None:
-    new = not path.is_file()
-    with path.open("a", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=START_COLUMNS, extrasaction="ignore")
-        if new:
-            writer.writeheader()
-        writer.writerows(rows)
 
 
 STREAM_BASELINE = "openai_sse_v1_completions"
@@ -439,59 +410,3 @@ def write_stream_rows(rows: Sequence[dict[str, Any]], path: Path) -> None:
         writer = csv.DictWriter(handle, fieldnames=STREAM_COLUMNS, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
-
-
-START_PARTS = (
-    ("before_first_log_s", "launch to vLLM's first log (interpreter, imports)"),
-    ("to_engine_core_s", "API server to engine core (config, model info, EngineCore start)"),
-    ("model_load_s", "model load (weights)"), ("torch_compile_total_s", "torch.compile / AOT load"),
-    ("cuda_graphs_s", "CUDA graphs"),
-)  # fmt: skip
-ENGINE_PARTS = ("model_load_s", "torch_compile_total_s", "cuda_graphs_s")  # inside vLLM's init engine + model load
-
-
-def plot_start_breakdown(rows: Sequence[dict[str, Any]], path: Path) -> bool:
-    """One bar per start mode: the parts vLLM logs (weights, torch.compile or its cache load, CUDA graphs), the
-    rest of its engine init, the server's warm-up; before them the launch to vLLM's first log line and from there to the
-    engine core's (logparse.process_gaps), and the rest, which no log line times."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return False
-    measured = [r for r in rows if _num(r.get("start_s")) is not None]
-    if not measured:
-        return False
-    fig, ax = plt.subplots(figsize=(1.6 * len(measured) + 3, 4))
-    labels = [f"{r['backend']}\n{r['mode']}" for r in measured]
-    bottom = [0.0] * len(measured)
-    for key, label in START_PARTS:
-        values = [_num(r.get(key)) or 0.0 for r in measured]
-        if not any(values):
-            continue  # rows from before a part was logged (process_gaps came on 2026-12-03)
-        ax.bar(labels, values, bottom=bottom, label=label)
-        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
-    rest_engine = [max(0.0, (_num(r.get("init_engine_s")) or 0.0) + (_num(r.get("model_load_s")) or 0.0)
-                        - sum(_num(r.get(k)) or 0.0 for k in ENGINE_PARTS)) for r in measured]  # fmt: skip
-    ax.bar(labels, rest_engine, bottom=bottom, label="rest of engine init")
-    bottom = [b + v for b, v in zip(bottom, rest_engine, strict=True)]
-    warmup = [_num(r.get("warmup_s")) or 0.0 for r in measured]
-    if any(warmup):
-        ax.bar(labels, warmup, bottom=bottom, label="the server's warm-up (option.warmup)")
-        bottom = [b + v for b, v in zip(bottom, warmup, strict=True)]
-    outside = [max(0.0, float(r["start_s"]) - b) for r, b in zip(measured, bottom, strict=True)]
-    ax.bar(labels, outside, bottom=bottom, label="the rest (not timed by a log line)")
-    ax.set_ylabel("seconds from process start to /health 200")
-    ax.set_title(f"{measured[0]['model']}: served start by cache state", fontsize=9)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
-
-
-def read_start_rows(path: Path) -> list[dict[str, Any]]:
-    with path.open(newline="") as handle:
-        return [dict(r) for r in csv.DictReader(handle)]

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.e2e.rep_conditions import CpuInterval, read_cpu_probe, read_host_cpu, write_csv
-from benchmarks.e2e.report import read_start_rows
+from benchmarks.e2e.start_rows import read_start_rows
 
 GOAL = 1.2  # issue 14: a start from the layer within 1.2x a warm start
 # "warm", "warm 2", ... and "layer", "layer 2", ...: the starts the goal compares ("warm-spawn" is a comparison row)

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.e2e import one_engine, report, run_args, runner, served, tokenizer
+from benchmarks.e2e import one_engine, report, run_args, runner, served, start_rows, tokenizer
 from benchmarks.e2e.jitcount import moe_kernels_by_rank
 from benchmarks.e2e.jobs import PlannedJob, max_model_len, served_options
 from benchmarks.e2e.logparse import condense
@@ -42,10 +42,10 @@ def start_breakdown(
     def keep(row: dict[str, Any]) -> None:
         # each start's row is written as it ends: a device machine lost mid-breakdown (2026-12-02b, twice) still
         # returns the starts that finished before the last collect
-        report.append_start_rows([{**row, **facts}], csv_path)
-        report.plot_start_breakdown(report.read_start_rows(csv_path), args.out_dir / "start_breakdown.png")
+        start_rows.append_start_rows([{**row, **facts}], csv_path)
+        start_rows.plot_start_breakdown(start_rows.read_start_rows(csv_path), args.out_dir / "start_breakdown.png")
 
-    keep(report.start_row(j.model, j.setup.backend, "empty", cold, args.compile_mode))
+    keep(start_rows.start_row(j.model, j.setup.backend, "empty", cold, args.compile_mode))
     copied = cache.with_name(cache.name + "-copied")
     if copied.exists():
         shutil.rmtree(copied)
@@ -71,7 +71,7 @@ def start_breakdown(
             timeout = min(timeout, 2 * warm_s + 30)  # a comparison row: a slow start must not eat the layer's
         probe = mode == "baked"
         result = one_engine.serve(args, j, run_dir, env, where, timeout, mode, True, None, engines_log, jit_probe=probe)
-        keep(report.start_row(j.model, j.setup.backend, mode, result, args.compile_mode))
+        keep(start_rows.start_row(j.model, j.setup.backend, mode, result, args.compile_mode))
         warm_s = result.start_s if mode == "warm" else warm_s
         jit = report.jit_events(result)
         print(f"e2e: {j.model} {j.setup.backend}: start from {mode}: {result.start_s} s; fused-MoE JIT per rank at "
@@ -98,7 +98,7 @@ def start_breakdown(
             env = one_engine.engine_env(args, j, cache, {})
             timeout = max(30.0, min(run_args.job_timeout(args, j.model, j.setup.backend), budget.left() / 2))
             result = one_engine.serve(args, j, run_dir, env, cache, timeout, f"warm-{k}", True, None, engines_log)
-            keep(report.start_row(j.model, j.setup.backend, f"warm {k}", result, args.compile_mode))
+            keep(start_rows.start_row(j.model, j.setup.backend, f"warm {k}", result, args.compile_mode))
             keep(_start_from_layer(args, j, run_dir, cache, layer, budget, engines_log, k))
             print(f"e2e: {j.model} plan: pair {k}: warm {result.start_s} s, then the layer (start_breakdown.csv)")
 
@@ -140,7 +140,7 @@ def _layer_start(
     if code != 0:
         print(f"e2e: {j.model} plan: bake-cache failed (rc {code}, {log})")
         failed = runner.JobResult(status="failed", error=f"bake-cache rc {code}")
-        return report.start_row(j.model, j.setup.backend, "layer", failed, args.compile_mode), None
+        return start_rows.start_row(j.model, j.setup.backend, "layer", failed, args.compile_mode), None
     print(f"e2e: {j.model} plan: bake-cache {time.perf_counter() - t0:.0f} s")
     return _start_from_layer(args, j, run_dir, cache, layer, budget, engines_log, 1), layer
 
@@ -171,7 +171,7 @@ def _start_from_layer(
     print(f"e2e: {j.model} plan: {mode}: {seeded}")
     if not seeded.startswith("compile cache: seeded "):
         failed = runner.JobResult(status="failed", error=seeded)
-        return report.start_row(j.model, j.setup.backend, mode, failed, args.compile_mode)
+        return start_rows.start_row(j.model, j.setup.backend, mode, failed, args.compile_mode)
     timeout = max(30.0, min(run_args.job_timeout(args, j.model, j.setup.backend), budget.left() - 10))
     probed = pair == 1
     # seeded batches of 8 and 16 (the CPU engine: 8 only, CPU_MAX_SAMPLED_BATCH)
@@ -185,4 +185,4 @@ def _start_from_layer(
     print(f"e2e: {j.model} plan: start from the layer ({mode}): {result.status}, {result.start_s} s; Triton "
           f"compiles at start {sum((jit.get('jit_at_start') or {}).values())}, while probed {after} "
           f"({probe.get('jit_probe_requests_ok', 0)} probe requests answered)")  # fmt: skip
-    return report.start_row(j.model, j.setup.backend, mode, result, args.compile_mode)
+    return start_rows.start_row(j.model, j.setup.backend, mode, result, args.compile_mode)

@@ -327,11 +327,29 @@ def test_rows_carry_ratios_versions_and_what_vllm_ran(tmp_path: Path) -> None:
     assert "Environment: vLLM 0.26.0, torch 2.11.0+cu130, Triton 3.6.0, FlashInfer 0.6.14, NVIDIA H200." in table
 
 
+def test_the_ratio_and_its_verdict_are_of_medians_and_the_best_only_where_no_median_was_kept() -> None:
+    """A best repetition 3 % ahead but a median 1 % ahead, inside 2 % spreads: noise, not 'faster' (2026-12-06b)."""
+
+    def row(backend: str, best: float, median: float | None) -> dict[str, object]:
+        return {"model": "m", "split": "tp1", "options": "", "backend": backend, "input_len": 512, "output_len": 256,
+                "conc": 64, "decode_tps_best": best, "decode_tps_median": median, "spread_pct": 2.0,
+                "status": "ok"}  # fmt: skip
+
+    rows = [row("auto", 100.0, 99.0), row("plan", 103.0, 99.99)]
+    report.add_ratios(rows)
+    assert rows[1]["ratio_vs_auto"] == pytest.approx(1.01) and rows[1]["verdict_vs_auto"] == "noise"
+    assert "| 1.010 noise |" in report.markdown_table(rows) and "| vs auto (medians) |" in report.markdown_table(rows)
+    old = [row("auto", 100.0, None), row("plan", 103.0, None)]  # a CSV from before the median column
+    report.add_ratios(old)
+    assert old[1]["ratio_vs_auto"] == pytest.approx(1.03) and old[1]["verdict_vs_auto"] == "faster"
+
+
 def test_a_row_with_options_is_labelled_and_compared_with_the_auto_a_user_would_otherwise_get(
     tmp_path: Path,
 ) -> None:
     rows = _rows()  # auto, triton, triton_tuned at conc 1 and 8, no options
-    attention = [{**r, "options": "attention_backend=TRITON_ATTN", "decode_tps_best": r["decode_tps_best"] * 1.1}
+    attention = [{**r, "options": "attention_backend=TRITON_ATTN", "decode_tps_best": r["decode_tps_best"] * 1.1,
+                  "decode_tps_median": r["decode_tps_median"] * 1.1}
                  for r in rows if r["backend"] == "triton"]  # fmt: skip
     rows += attention
     report.add_ratios(rows)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.e2e import httpload, logparse, report, runner, served, tokenizer
+from benchmarks.e2e import httpload, logparse, runner, served, start_rows, tokenizer
 from benchmarks.e2e.backends import FOLD_ENV, GEMM1_PDL_ENV, TUNED_ENV, EngineSetup
 from benchmarks.e2e.logparse import start_durations
 from entrypoint.inputs.gather import build_plan
@@ -148,7 +148,7 @@ def test_process_gaps_split_what_vllm_does_not_time_by_its_log_stamps() -> None:
     assert logparse.process_gaps("Traceback (most recent call last):", launched) == {}
     # the served worker's event carries the launch, and the start row gets both parts
     result = runner.collect("ok", [{"event": "engine_started", "start_s": 64.2, "launched_at": launched}], log, 70.0)
-    row = report.start_row("m", "plan", "warm", result, "default")
+    row = start_rows.start_row("m", "plan", "warm", result, "default")
     assert (row["before_first_log_s"], row["to_engine_core_s"]) == (26.0, 3.0)
     assert row["launched_at_epoch_s"] == launched  # what joins the start with the CPU probe sampled beside it
 

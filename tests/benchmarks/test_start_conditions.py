@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.e2e import report, start_conditions
+from benchmarks.e2e import start_conditions, start_rows
 
 T0 = 1796308000.0  # 2026-12-03 14:26:40 UTC
 RAW_12_03C = Path(__file__).parents[2] / "benchmarks/results/e2e"
@@ -24,7 +24,7 @@ def step(tmp_path: Path) -> Path:
     starts = [("empty", 130.0, T0), ("warm", 50.0, T0 + 200), ("warm-spawn", 90.0, T0 + 300),
               ("layer", 72.0, T0 + 500), ("warm 2", 55.0, T0 + 600), ("layer 2", 56.0, T0 + 700),
               ("layer 3", None, None, "timeout")]  # fmt: skip
-    report.append_start_rows([_row(*s) for s in starts], tmp_path / "start_breakdown.csv")
+    start_rows.append_start_rows([_row(*s) for s in starts], tmp_path / "start_breakdown.csv")
     slow = range(500, 572)  # the first layer start ran while the probe took 8 ms instead of 5
     probe = [f"{T0 + s:.3f},{8.0 if s in slow else 5.0}" for s in range(0, 800, 2)]
     (tmp_path / "cpu_probe.csv").write_text("\n".join(["epoch_s,probe_ms", *probe]) + "\n")
@@ -41,7 +41,7 @@ def test_the_goal_is_read_over_every_warm_and_layer_start_and_each_start_gets_it
                                   "--host-cpu", str(step / "host_cpu.csv"), "--out", str(out),
                                   "--png", str(step / "s.png")])  # fmt: skip
     assert code == 0
-    reading = start_conditions.goal_reading(report.read_start_rows(step / "start_breakdown.csv"))
+    reading = start_conditions.goal_reading(start_rows.read_start_rows(step / "start_breakdown.csv"))
     # warm-spawn is another start method and the timed-out layer start has no time: neither is in the goal
     assert reading.warm == (50.0, 55.0) and reading.layer == (72.0, 56.0)
     assert reading.ratio == pytest.approx(64.0 / 52.5)
