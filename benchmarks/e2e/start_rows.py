@@ -26,14 +26,15 @@ def start_row(model: str, backend: str, mode: str, result: JobResult, compile_mo
     compiled = first.get("triton_compiled_at_start") or {}
     # the launch's wall clock joins the start with what run_queue.sh sampled beside it (start_conditions)
     launched = next((e.get("launched_at") for e in result.events if e.get("event") == "engine_started"), None)
+    jit = jit_columns(result)
     return {
         "model": model, "backend": backend, "mode": mode, "status": result.status, "start_s": result.start_s,
         "first_request_s": first.get("seconds"), **result.log.durations,
         "flashinfer_autotune": "flashinfer_autotune_started" in result.log.milestones,
         "triton_compiled_at_start": sum(compiled.values()),
         "triton_compiled_kernels": ";".join(f"{k}x{v}" for k, v in compiled.items()),
-        "moe_jit_at_start_by_rank": jit_columns(result)["moe_jit_at_start_by_rank"],
-        "moe_jit_while_serving_by_rank": jit_columns(result)["moe_jit_while_serving_by_rank"],
+        "moe_jit_at_start_by_rank": jit["moe_jit_at_start_by_rank"],
+        "moe_jit_while_serving_by_rank": jit["moe_jit_while_serving_by_rank"],
         "moe_backend_logged": result.log.moe_backend or "", "compile": compile_mode,
         **{k: result.versions.get(k, "") for k in ("vllm", "torch", "triton", "flashinfer", "gpu")},
         "error": result.error, "launched_at_epoch_s": launched,
