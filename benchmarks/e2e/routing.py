@@ -7,10 +7,12 @@ router has a simulator for benchmarks (`VLLM_MOE_ROUTING_SIMULATION_STRATEGY`, `
 routing_simulator_router.py`): it replaces the router's top-k, before the MoE kernels, by picks of its own. The
 routings a row can run under:
 
-- `uniform_random` (the default): vLLM's own strategy, top-k of uniform random scores (every expert equally likely);
-- `uniform_one_launch`: the same distribution in one kernel per layer (ours, `benchmarks/e2e/uniform_route.py`):
-  vLLM's strategy costs 3 kernels per layer, 16.6 % of a one-request decode step's GPU time (2026-12-05 profile),
-  where production runs one top-k kernel;
+- `uniform_one_launch` (the default since 2026-12-06c): top-k distinct experts per token, every k-subset equally
+  likely, drawn in one kernel per layer (ours, `benchmarks/e2e/uniform_route.py`). In the engine it ran 1.5 % faster
+  than the model's own router at one request (Qwen3 on an H100, 2026-12-06c), where vLLM's strategy costs 0.43 ms a
+  step more (2026-12-05e): so its rows carry what users pay for routing, within 1.5 %;
+- `uniform_random`: vLLM's own strategy, the same distribution as top-k of uniform random scores, in 3 kernels per
+  layer (16.6 % of a one-request decode step's GPU time in the 2026-12-05 profile), the one vLLM's benchmarks use;
 - `hot_experts`: ours (`benchmarks/e2e/routing_plugin.py`, registered with vLLM's simulator by a lab-only plugin):
   `HOT_SHARE` of the routing mass on the first `hot_count(E, k)` experts, the rest spread over the others, sampled
   without replacement (Gumbel top-k; weights in kernels/tuning/routing_weights.py, shared with the kernel bench):
@@ -31,7 +33,7 @@ from kernels.tuning.routing_weights import (
 )
 
 STRATEGY_ENV = "VLLM_MOE_ROUTING_SIMULATION_STRATEGY"
-DEFAULT_ROUTING = "uniform_random"
+DEFAULT_ROUTING = "uniform_one_launch"
 CONTROL_ROUTING = "dummy"
 ROUTINGS: dict[str, str] = {
     "uniform_random": "vLLM's simulator: top-k of uniform random scores",

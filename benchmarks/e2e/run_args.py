@@ -166,9 +166,9 @@ def run_parser() -> argparse.ArgumentParser:
                         "to these CPUs once the server answers (benchmarks/e2e/pinning.py); a labelled comparison "
                         "row, never what serve does")  # fmt: skip
     p.add_argument("--routing", default=routing.DEFAULT_ROUTING, metavar="|".join(routing.ROUTINGS),
-                   help="expert routing of every engine (benchmarks/e2e/routing.py): uniform_random (default, vLLM's "
-                        "simulator), uniform_one_launch (the same in one kernel per layer), hot_experts "
-                        "(skewed) or dummy (the dummy weights' collapsed routing: a labelled "
+                   help="expert routing of every engine (benchmarks/e2e/routing.py): uniform_one_launch (default: "
+                        "uniform, one kernel per layer), uniform_random (the same through vLLM's simulator), "
+                        "hot_experts (skewed) or dummy (the dummy weights' collapsed routing: a labelled "
                         "control, its rows at concurrency >= 2 are never published)")  # fmt: skip
     p.add_argument("--hbm-read-tbps", type=float, default=0.0,
                    help="HBM read bandwidth for each row's floor check (benchmarks/e2e/hbm_floor.py); default 0: "

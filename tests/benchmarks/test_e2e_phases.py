@@ -127,11 +127,11 @@ def test_every_phase_routes_with_the_simulator_unless_told_dummy_and_refuses_an_
     # the caller's own setting never leaks into a row: ROUTING (--routing) decides, dummy unsets it
     done = _phase(tmp_path, "engine-check", gpus=1, VLLM_MOE_ROUTING_SIMULATION_STRATEGY="normal_routing")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "e2e: routing: uniform_random" in done.stdout
+    assert "e2e: routing: uniform_one_launch" in done.stdout
     rows = [line.strip().split(" (")[0] for line in done.stdout.splitlines() if line.endswith("):")]
     assert rows == ["qwen3-30b-a3b-fp8-static tp1 plan", "qwen3-30b-a3b-fp8-static tp1 triton"], rows
     assert [line.strip() for line in done.stdout.splitlines() if ROUTING_LINE in line] == [
-        ROUTING_LINE + "uniform_random"
+        ROUTING_LINE + "uniform_one_launch"
     ] * 2
     skewed = _phase(tmp_path, "mixtral", gpus=1, ROUTING="hot_experts")
     assert skewed.returncode == 0 and skewed.stdout.count(ROUTING_LINE + "hot_experts") == 3, skewed.stdout[-3000:]

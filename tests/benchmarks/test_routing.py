@@ -23,7 +23,7 @@ def test_an_unknown_routing_is_refused_with_what_is_accepted() -> None:
 
 
 def test_the_harness_routes_uniformly_unless_told_and_refuses_a_bad_routing(capsys: pytest.CaptureFixture) -> None:
-    assert parse_run_args([]).routing == "uniform_random"
+    assert parse_run_args([]).routing == "uniform_one_launch"  # since 2026-12-06c: as cheap as the model's router
     assert parse_run_args(["--routing", "hot_experts"]).routing == "hot_experts"
     with pytest.raises(SystemExit) as exc:
         parse_run_args(["--routing", "collapsed"])
