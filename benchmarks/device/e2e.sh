@@ -31,11 +31,11 @@
 #                    (x8-qwen235-tp8-start: --shapes qwen3-235b-a22b:tp8)
 #          GPUS      how many GPUs the phase may use (default: CUDA_VISIBLE_DEVICES's entries, else nvidia-smi's)
 #          PLAN_VLLM_VERSION  plan for this vLLM (--plan-vllm-version; default the installed one)
-#          ROUTING   the expert routing of every engine (--routing; benchmarks/e2e/routing.py): uniform_one_launch
-#                    (default: uniform, one kernel a layer; dummy weights otherwise send a batch's sequences to the
-#                    same few experts), uniform_random (the same through vLLM's simulator, 0.43 ms a step dearer),
-#                    hot_experts (skewed, the lab's plugin) or dummy (the weights' own collapsed routing, a labelled
-#                    control only)
+#          ROUTING   the expert routing of every engine (--routing; benchmarks/e2e/routing.py): unset, the
+#                    harness's default uniform_one_launch (uniform, one kernel a layer; dummy weights otherwise send a
+#                    batch's sequences to the same few experts), uniform_random (the same through vLLM's
+#                    simulator, 0.43 ms a step dearer), hot_experts (skewed, the lab's plugin) or dummy (the weights'
+#                    own collapsed routing, a labelled control only)
 #          CONC      (routing) the concurrencies, default 1,2,4,8,16,32,64,128
 #          MODEL     (routing, routing-cost) the bundled model, default qwen3-30b-a3b-fp8-static
 #          LONG_CONC (routing) the concurrencies of the 4096-token row, default 1; 0: no such row
@@ -108,8 +108,9 @@ fi
 # plan (with our kernel where the dispatch table has the shape) vs the plan with vLLM's kernels only
 # (plan_vllm_kernel = option.moe_kernel=vllm) vs auto (vLLM's own choice) vs triton on vLLM's default tiles (what
 # LMI v28/v29 run: they carry vLLM PR #50040), 512 in / 256 out, best and median of 3.
-COMMON=(--out-dir "$OUT" --work-dir "$WORK" --budget-s "$BUDGET_S" --reps 3 --output-len 256 --plan-gpu H200
-        --routing "${ROUTING:-uniform_one_launch}")
+COMMON=(--out-dir "$OUT" --work-dir "$WORK" --budget-s "$BUDGET_S" --reps 3 --output-len 256 --plan-gpu H200)
+# ROUTING unset: the harness's own default (DEFAULT_ROUTING in benchmarks/e2e/routing.py), named in one place only
+[ -n "${ROUTING:-}" ] && COMMON+=(--routing "$ROUTING")
 [ -n "${PLAN_VLLM_VERSION:-}" ] && COMMON+=(--plan-vllm-version "$PLAN_VLLM_VERSION")
 SERVED=(--backends plan,plan_vllm_kernel,auto,triton --conc 1,2,4,8,16,32,64 --long-conc 1)
 case "$PHASE" in
