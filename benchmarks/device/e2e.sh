@@ -39,9 +39,11 @@
 #          CONC      (routing) the concurrencies, default 1,2,4,8,16,32,64,128
 #          MODEL     (routing, routing-cost) the bundled model, default qwen3-30b-a3b-fp8-static
 #          LONG_CONC (routing) the concurrencies of the 4096-token row, default 1; 0: no such row
-#          ROUTINGS  (routing-cost) the routings compared, space-separated, default "dummy uniform_random hot_experts"
+#          ROUTINGS  (routing-cost) the routings compared, space-separated, default "uniform_one_launch dummy"
 #          MIN_VARIANT_S  (phases of one run per variant) the least budget a variant's run gets while that much is
-#                    left (default 260: one engine with the run's preparation), before an even share
+#                    left (default 260, raised to the harness's own need for its first engine), before an even share.
+#                    Each variant is one side of a comparison: a budget that cannot start every variant's first
+#                    engine is refused (exit 2) before anything runs
 #          DRY_RUN=1 plan only: the harness prints each row's server argv and environment (--dry-run), no bake,
 #                    no GPU needed (tests/benchmarks/test_e2e_phases.py runs every x8 phase this way)
 # Every engine runs in its own subprocess with its own timeout; the harness writes what it has after each
@@ -329,9 +331,24 @@ elif [ "$PHASE" = nemotron-pin ]; then  # "pin=X" is the harness's --pin, not an
   VARIANTS=("unpinned=" "pinned=pin=$PIN")
   lscpu -e >"$OUT/lscpu.txt" 2>&1 || true
 elif [ "$PHASE" = routing-cost ]; then  # "routing=X" is the harness's --routing, not an LMI option
-  for routing in ${ROUTINGS:-dummy uniform_random hot_experts}; do VARIANTS+=("$routing=routing=$routing"); done
+  for routing in ${ROUTINGS:-uniform_one_launch dummy}; do VARIANTS+=("$routing=routing=$routing"); done
 fi
 if ((${#VARIANTS[@]} > 0)); then
+  # The harness's own need for one run's first engine, preparation included (its dry run's verdict line,
+  # runner.first_engine_verdict). 2026-12-06d: routing-cost on Nemotron by hand with BUDGET_S=555 gave its first
+  # routing 273 s of the ~288 s it needed; that run skipped its engine and the second measured without a reference.
+  need=$(python3 -m benchmarks.e2e run "${COMMON[@]}" "${ARGS[@]}" --dry-run 2>/dev/null |
+    sed -n 's/^e2e: first engine: needs ~\([0-9]*\) s .*/\1/p' | head -1)
+  min_share=${MIN_VARIANT_S:-260}
+  [ -n "$need" ] && ((need > min_share)) && min_share=$need
+  # what the work dir's preparation takes when the queue's `prepare` came first (the dry run counts the same)
+  left=$((BUDGET_S - $(spent_s) - 20))
+  if ((left < ${#VARIANTS[@]} * min_share)); then
+    echo "e2e.sh: phase $PHASE compares ${#VARIANTS[@]} runs (${VARIANTS[*]%%=*}); each needs ~${min_share} s for" \
+      "its first engine, ${#VARIANTS[@]} x ${min_share} s in all, and BUDGET_S=$BUDGET_S leaves ~${left} s: raise" \
+      "BUDGET_S, or compare fewer (ROUTINGS, ATTN_BACKENDS)" >&2
+    exit 2
+  fi
   # made before the budget is shared, so no variant's share pays for it; a dry run counts a warm work dir (the queue's
   # `prepare` step came first: tests/benchmarks/test_queue_budgets.py)
   if [ "${DRY_RUN:-0}" = 1 ]; then
@@ -349,7 +366,7 @@ if ((${#VARIANTS[@]} > 0)); then
     name=${variant%%=*} option=${variant#*=}
     # an even share, but never less than one engine's run (MIN_VARIANT_S): on 2026-12-05 three routings shared 450 s
     # and the first two, at 150 s each, skipped their only engine (~230 s with the run's preparation)
-    left=$((BUDGET_S - $(spent_s))) min_share=${MIN_VARIANT_S:-260}
+    left=$((BUDGET_S - $(spent_s)))
     share=$((left / runs_left))
     ((share < min_share)) && share=$((left < min_share ? left : min_share))
     ((share < 0)) && share=0  # nothing left: the harness writes its rows as skipped_budget

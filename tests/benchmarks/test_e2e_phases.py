@@ -109,7 +109,7 @@ def test_the_attention_phase_runs_the_plan_once_per_backend_as_a_user_option(tmp
 
 
 def test_the_nemotron_diagnosis_runs_the_plan_with_prefix_caching_off_then_on(tmp_path: Path) -> None:
-    done = _phase(tmp_path, "nemotron-diag", gpus=1)
+    done = _phase(tmp_path, "nemotron-diag", gpus=1, BUDGET_S="640")  # two runs of ~288 s (the default 540 is refused)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     argvs = [line for line in done.stdout.splitlines() if line.strip().startswith("argv:")]
     assert len(argvs) == 2
@@ -142,17 +142,32 @@ def test_every_phase_routes_with_the_simulator_unless_told_dummy_and_refuses_an_
     routing = _phase(tmp_path, "routing", gpus=1, ROUTING="hot_experts", CONC="1,128")
     assert routing.returncode == 0, routing.stdout[-3000:]
     assert "e2e plan: 3 workloads" in routing.stdout and routing.stdout.count(ROUTING_LINE + "hot_experts") == 2
-    cost = _phase(tmp_path / "cost", "routing-cost", gpus=1, MODEL="mixtral-8x7b-fp8-static")
-    assert cost.returncode == 0, cost.stdout[-3000:]
+    three = "dummy uniform_random hot_experts"
+    cost = _phase(tmp_path / "cost", "routing-cost", gpus=1, MODEL="mixtral-8x7b-fp8-static", ROUTINGS=three,
+                  BUDGET_S="900")  # fmt: skip
+    assert cost.returncode == 0, cost.stdout[-3000:] + cost.stderr[-3000:]
     # one run per routing, each in its own folder, the plan of the model asked for at one request only
     assert [line for line in cost.stdout.splitlines() if line.startswith("e2e: routing: ")] == [
-        f"e2e: routing: {name} ({ROUTINGS[name]})" for name in ("dummy", "uniform_random", "hot_experts")
+        f"e2e: routing: {name} ({ROUTINGS[name]})" for name in three.split()
     ]
     assert cost.stdout.count("mixtral-8x7b-fp8-static tp1 plan (no --option):") == 3  # routing is not an LMI option
-    # the default 540 s, split three ways, would leave each run 180 s: less than one engine (MIN_VARIANT_S)
-    assert "e2e plan: 2 workloads × 5 reps; budget 260 s" in cost.stdout, cost.stdout[-3000:]
+    # 900 s, less the warm preparation, split three ways: 293-294 s each, above the harness's ~265 s for one engine
+    assert re.findall(r"e2e plan: 2 workloads × 5 reps; budget (\d+) s", cost.stdout) == ["293", "293", "294"]
+    assert cost.stdout.count("e2e: first engine: needs ~265 s with the preparation; budget 29") == 3
     assert sorted(p.name for p in (tmp_path / "cost" / "o").iterdir()) == ["dummy", "e2e_console.log", "hot_experts",
                                                                    "uniform_random"]  # fmt: skip
+    # the default: our routing against the model's own router (what the routing costs), in the default 540 s
+    default = _phase(tmp_path / "default-cost", "routing-cost", gpus=1)
+    assert [line.split(" (")[0] for line in default.stdout.splitlines() if line.startswith("e2e: routing: ")] == [
+        "e2e: routing: uniform_one_launch", "e2e: routing: dummy"]  # fmt: skip
+    # a comparison whose budget cannot start each side's engine is refused before anything runs (2026-12-06d: by
+    # hand, 555 s for two Nemotron runs of ~288 s each; the first skipped, the second measured without a reference)
+    short = _phase(tmp_path / "short", "routing-cost", gpus=1, MODEL="nemotron-3-nano-30b-a3b-fp8", BUDGET_S="555")
+    assert short.returncode == 2 and "e2e: routing: " not in short.stdout, short.stdout[-3000:]
+    refusal = ("e2e.sh: phase routing-cost compares 2 runs (uniform_one_launch dummy); each needs ~288 s for its "
+               "first engine, 2 x 288 s in all, and BUDGET_S=555 leaves ~535 s: raise BUDGET_S")  # fmt: skip
+    assert refusal in short.stderr, short.stderr[-3000:]
+    assert not (tmp_path / "short" / "o" / "uniform_one_launch").exists()
     bogus = _phase(tmp_path, "engine-check", gpus=1, ROUTING="hot")
     assert bogus.returncode == 2
     refusal = "--routing: 'hot' is not a routing; accepted: uniform_random, uniform_one_launch, hot_experts, dummy"
@@ -162,19 +177,19 @@ def test_every_phase_routes_with_the_simulator_unless_told_dummy_and_refuses_an_
 def test_the_pinning_phase_runs_the_plan_unpinned_then_pinned_each_in_its_folder(tmp_path: Path) -> None:
     cpu = min(os.sched_getaffinity(0))
     pin = f"api={cpu};engine={cpu};client={cpu}"
-    done = _phase(tmp_path, "nemotron-pin", gpus=1, PIN=pin)
+    done = _phase(tmp_path, "nemotron-pin", gpus=1, PIN=pin, BUDGET_S="640")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert [line for line in done.stdout.splitlines() if line.startswith("e2e: pinning: ")] == [
         f"e2e: pinning: {pin} (benchmarks/e2e/pinning.py; a comparison row: serve never pins)"
     ]
     assert done.stdout.count("nemotron-3-nano-30b-a3b-fp8 tp1 plan (no --option):") == 2  # --pin is no LMI option
     assert {"unpinned", "pinned", "lscpu.txt"} <= {p.name for p in (tmp_path / "o").iterdir()}
-    bad = _phase(tmp_path / "bad", "nemotron-pin", gpus=1, PIN="engine=99999")
+    bad = _phase(tmp_path / "bad", "nemotron-pin", gpus=1, PIN="engine=99999", BUDGET_S="640")
     assert "--pin: engine=99999 names CPUs this host lacks" in bad.stdout + bad.stderr
     # without PIN: whole physical cores per role from this host's topology, or a clear refusal on a small host
     from benchmarks.e2e.pinning import default_pin, physical_cores
 
-    default = _phase(tmp_path / "default", "nemotron-pin", gpus=1)
+    default = _phase(tmp_path / "default", "nemotron-pin", gpus=1, BUDGET_S="640")
     try:
         expected = default_pin(physical_cores())
     except ValueError as exc:
