@@ -23,7 +23,8 @@
 # env: RUN_DIR (default /root/queue-run), DEADLINE_S (seconds after `start` when no new step starts and running
 #      ones are cut; default 1500), FORCE=1 (restart a run in progress), VLLM_SITE (the offline engine bundle,
 #      default /root/site: put on PYTHONPATH, and the project's entry points registered there when it exists),
-#      STEPS (space-separated step names: run only these, in the queue's order).
+#      STEPS (space-separated step names: run only these, in the queue file's order; a name no queue has is
+#      refused before anything starts).
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=benchmarks/device/multicast_off.sh
@@ -176,6 +177,29 @@ check_queue() {  # check_queue FILE: every line a comment, a step or `wait`; nam
   return $((bad * 2))
 }
 
+step_names() {  # step_names FILE: the names of its steps, in the file's order, one line
+  local line names=()
+  while IFS= read -r line || [ -n "$line" ]; do
+    parse_line "${line%%[[:space:]]}" 2>/dev/null && [[ ! "$NAME" =~ ^# ]] && names+=("$NAME")
+  done <"$1"
+  echo "${names[*]}"
+}
+
+check_steps() {  # check_steps FILE...: every name in STEPS is a step of one of them; says what runs, in which order
+  [ -n "${STEPS:-}" ] || return 0
+  local file known=" " step order=() bad=0
+  for file in "$@"; do known+="$(step_names "$file") "; done
+  for step in $STEPS; do
+    [[ "$known" == *" $step "* ]] && continue
+    echo "run_queue: STEPS names '$step', a step of no queue given; accepted:${known% }" >&2
+    bad=1
+  done
+  ((bad)) && return 2
+  for step in $known; do [[ " $STEPS " == *" $step "* ]] && order+=("$step"); done
+  # the queue file, not STEPS, orders them (2026-12-06d: a session expected STEPS's order)
+  echo "run_queue: STEPS: ${order[*]} (the queue file's order)"
+}
+
 queue_file() {  # queue_file QUEUE: a path as given, else benchmarks/device/queues/QUEUE.txt
   if [ -f "$1" ]; then echo "$1"; else echo "$QUEUES_DIR/$1.txt"; fi
 }
@@ -214,6 +238,7 @@ start() {  # start QUEUE[@GPUS] ...
     files+=("$file")
     if [[ "$spec" == *@* ]]; then gpus+=("${spec##*@}"); else gpus+=("-"); fi
   done
+  check_steps "${files[@]}" || return 2
   # vLLM loads the engine plugin from package metadata only (benchmarks/device/register_entry_points.py); first, so
   # a failure leaves no half-started run behind
   if [ -d "$SITE" ]; then

@@ -101,9 +101,19 @@ def test_steps_marked_with_an_ampersand_run_side_by_side_until_wait(tmp_path: Pa
 
 
 def test_steps_picks_named_steps_in_the_queues_order(tmp_path: Path) -> None:
-    q = _queue(tmp_path, "q", "a 1 30 true\nb 1 30 true\nc 1 30 true\n")
-    status, _ = _session(tmp_path, [str(q)], STEPS="c a")
+    q = _queue(tmp_path, "q", "a 1 30 true\n# d 1 30 true\nb 1 30 true\nwait\nc 1 30 true\n")
+    start = _run(_env(tmp_path, 600, STEPS="c a"), "start", str(q))
+    assert start.returncode == 0 and "run_queue: STEPS: a c (the queue file's order)" in start.stdout, start.stdout
+    status, _ = _session(tmp_path / "again", [str(q)], STEPS="c a")
     assert _steps(status, "q", "rc=") == ["a", "c"]
+
+
+def test_a_step_name_no_queue_has_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    # a commented-out step is no step: 2026-12-06d's queue had answered steps behind a "# "
+    q = _queue(tmp_path, "q", "a 1 30 true\n# d 1 30 true\nb 1 30 true\n")
+    start = _run(_env(tmp_path, 600, STEPS="a d"), "start", str(q))
+    assert start.returncode == 2 and not (tmp_path / "run").exists(), start.stdout + start.stderr
+    assert "run_queue: STEPS names 'd', a step of no queue given; accepted: a b" in start.stderr, start.stderr
 
 
 def test_a_second_start_while_running_collects_instead_of_restarting(tmp_path: Path) -> None:
