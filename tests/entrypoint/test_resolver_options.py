@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
-from hypothesis import find, given
+from hypothesis import example, find, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
@@ -60,6 +62,7 @@ def _resolve_fuzzed(options: dict[str, str], scheme: str, gpu: str) -> Plan | Co
 
 @hsettings(max_examples=300, deadline=None)
 @given(inputs=FUZZ_INPUTS)
+@example(inputs=({"served_model_name": "- "}, "bf16", "H200"))  # a value that starts with "-": `--flag=value`
 def test_any_option_set_gives_argv_elements_and_a_validated_backend_or_a_config_error(inputs):
     options, scheme, gpu = inputs
     plan = _resolve_fuzzed(options, scheme, gpu)
@@ -69,9 +72,14 @@ def test_any_option_set_gives_argv_elements_and_a_validated_backend_or_a_config_
         assert (plan.key == "model" and gpu == "cpu") or all(key in options for key in named), plan
         return
     assert all(isinstance(arg, str) for arg in plan.vllm_args)
-    # No element was glued from several values: every flag is one element and starts with --.
+    # No element was glued from several values: every flag is one element and starts with --. A value that starts
+    # with "-" travels as `--flag=value` (engine_args._render), so its name is checked, not the value it carries
+    # (hypothesis, 2026-12-06: served_model_name "- " became `--served-model-name=- `, one element, as meant).
     flags = [a for a in plan.vllm_args[1:] if a.startswith("--")]
-    assert all(" " not in f for f in flags)
+    assert all(re.fullmatch(r"--[a-z0-9-]+", f.split("=", 1)[0]) for f in flags), flags
+    for glued in (f for f in flags if "=" in f):
+        value = glued.split("=", 1)[1]
+        assert value.startswith("-") and value in options.values(), glued  # a user's value, whole
     assert ("--moe-backend" in plan.vllm_args) == (plan.moe_backend != "auto")
     if plan.moe_backend != "auto":
         value = plan.vllm_args[plan.vllm_args.index("--moe-backend") + 1]
