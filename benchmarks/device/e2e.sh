@@ -334,6 +334,7 @@ elif [ "$PHASE" = routing-cost ]; then  # "routing=X" is the harness's --routing
   for routing in ${ROUTINGS:-uniform_one_launch dummy}; do VARIANTS+=("$routing=routing=$routing"); done
 fi
 if ((${#VARIANTS[@]} > 0)); then
+  WARM_PREPARE_S=20  # the work dir's preparation when the queue's `prepare` came first (a dry run counts this)
   # The harness's own need for one run's first engine, preparation included (its dry run's verdict line,
   # runner.first_engine_verdict). 2026-12-06d: routing-cost on Nemotron by hand with BUDGET_S=555 gave its first
   # routing 273 s of the ~288 s it needed; that run skipped its engine and the second measured without a reference.
@@ -341,8 +342,7 @@ if ((${#VARIANTS[@]} > 0)); then
     sed -n 's/^e2e: first engine: needs ~\([0-9]*\) s .*/\1/p' | head -1)
   min_share=${MIN_VARIANT_S:-260}
   [ -n "$need" ] && ((need > min_share)) && min_share=$need
-  # what the work dir's preparation takes when the queue's `prepare` came first (the dry run counts the same)
-  left=$((BUDGET_S - $(spent_s) - 20))
+  left=$((BUDGET_S - $(spent_s) - WARM_PREPARE_S))
   if ((left < ${#VARIANTS[@]} * min_share)); then
     echo "e2e.sh: phase $PHASE compares ${#VARIANTS[@]} runs (${VARIANTS[*]%%=*}); each needs ~${min_share} s for" \
       "its first engine, ${#VARIANTS[@]} x ${min_share} s in all, and BUDGET_S=$BUDGET_S leaves ~${left} s: raise" \
@@ -352,7 +352,7 @@ if ((${#VARIANTS[@]} > 0)); then
   # made before the budget is shared, so no variant's share pays for it; a dry run counts a warm work dir (the queue's
   # `prepare` step came first: tests/benchmarks/test_queue_budgets.py)
   if [ "${DRY_RUN:-0}" = 1 ]; then
-    PLANNED_S=$((PLANNED_S + 20))
+    PLANNED_S=$((PLANNED_S + WARM_PREPARE_S))
   else
     # bounded so that one variant's run still fits (a cold work dir, the queue's prepare skipped: the engine then
     # builds what the prepare did not)

@@ -158,6 +158,8 @@ parse_line() {  # parse_line LINE: sets NAME MIN_S MAX_S COMMAND BESIDE (1 for a
   fi
 }
 
+QUEUE_STEPS=" "  # every step name check_queue has read, in the files' order (check_steps reads it)
+
 check_queue() {  # check_queue FILE: every line a comment, a step or `wait`; names unique
   local file=$1 line n=0 bad=0 names=" "
   [ -f "$file" ] || { echo "run_queue: $file: no such queue file" >&2; return 2; }
@@ -174,21 +176,14 @@ check_queue() {  # check_queue FILE: every line a comment, a step or `wait`; nam
     fi
     names+="$NAME "
   done <"$file"
+  QUEUE_STEPS+="${names# }"
   return $((bad * 2))
 }
 
-step_names() {  # step_names FILE: the names of its steps, in the file's order, one line
-  local line names=()
-  while IFS= read -r line || [ -n "$line" ]; do
-    parse_line "${line%%[[:space:]]}" 2>/dev/null && [[ ! "$NAME" =~ ^# ]] && names+=("$NAME")
-  done <"$1"
-  echo "${names[*]}"
-}
-
-check_steps() {  # check_steps FILE...: every name in STEPS is a step of one of them; says what runs, in which order
+check_steps() {  # check_steps (after check_queue on each queue): every name in STEPS is one of their steps; says
+  # what runs, in which order
   [ -n "${STEPS:-}" ] || return 0
-  local file known=" " step order=() bad=0
-  for file in "$@"; do known+="$(step_names "$file") "; done
+  local known=$QUEUE_STEPS step order=() bad=0
   for step in $STEPS; do
     [[ "$known" == *" $step "* ]] && continue
     echo "run_queue: STEPS names '$step', a step of no queue given; accepted:${known% }" >&2
@@ -238,7 +233,7 @@ start() {  # start QUEUE[@GPUS] ...
     files+=("$file")
     if [[ "$spec" == *@* ]]; then gpus+=("${spec##*@}"); else gpus+=("-"); fi
   done
-  check_steps "${files[@]}" || return 2
+  check_steps || return 2
   # vLLM loads the engine plugin from package metadata only (benchmarks/device/register_entry_points.py); first, so
   # a failure leaves no half-started run behind
   if [ -d "$SITE" ]; then
