@@ -29,9 +29,13 @@ TABLE_ENV = "MOE_SERVING_DISPATCH_TABLE"
 # "block-dynamic": 128x128 block weight scales with dynamic 1x128 activation groups (DeepSeek-V3).
 SCALE_KINDS = ("tensor-static", "block-dynamic")
 ACTIVATIONS = ("silu", "relu2")
-# ops.fused_moe_fp8.MoEKernelConfig's fields (named here: this module imports neither torch nor ops)
+# ops.fused_moe_fp8.MoEKernelConfig's fields that a tune chooses and a row carries (named here: this module imports
+# neither torch nor ops; tests/kernels/test_dispatch.py checks the two lists below cover every field of it)
 KERNEL_CONFIG_FIELDS = ("pair_mode", "block_n1", "block_n2", "block_k", "split_k", "split_k2", "num_warps",
                         "num_stages", "pdl", "block_m")  # fmt: skip
+# its switches that are measured comparisons, never a row's choice: GEMM1 under PDL (the plugin's env switch) and
+# the top-k sum by fp32 atomics (not deterministic). 2026-12-06e: a tune wrote them into its row and failed here
+COMPARISON_ONLY_FIELDS = ("pdl_gemm1", "atomic_sum")
 
 
 def table_path(environ: Mapping[str, str]) -> Path:

@@ -110,7 +110,10 @@ fi
 # plan (with our kernel where the dispatch table has the shape) vs the plan with vLLM's kernels only
 # (plan_vllm_kernel = option.moe_kernel=vllm) vs auto (vLLM's own choice) vs triton on vLLM's default tiles (what
 # LMI v28/v29 run: they carry vLLM PR #50040), 512 in / 256 out, best and median of 3.
-COMMON=(--out-dir "$OUT" --work-dir "$WORK" --budget-s "$BUDGET_S" --reps 3 --output-len 256 --plan-gpu H200)
+COMMON=(--out-dir "$OUT" --work-dir "$WORK" --budget-s "$BUDGET_S" --reps 3 --output-len 256)
+# tuned: the plan for the GPU present, the one its tune ran on (an H100's tuned files name the H100); H200 where no
+# GPU answers (a dry run here)
+if [ "$PHASE" != tuned ] || ! nvidia-smi -L >/dev/null 2>&1; then COMMON+=(--plan-gpu H200); fi
 # ROUTING unset: the harness's own default (DEFAULT_ROUTING in benchmarks/e2e/routing.py), named in one place only
 [ -n "${ROUTING:-}" ] && COMMON+=(--routing "$ROUTING")
 [ -n "${PLAN_VLLM_VERSION:-}" ] && COMMON+=(--plan-vllm-version "$PLAN_VLLM_VERSION")
@@ -299,10 +302,17 @@ if [ "$PHASE" = tuned ] && [ "${DRY_RUN:-0}" != 1 ]; then
     echo "tuned files from $TUNED_LAYER_FROM (no tune in this run)" | tee "$OUT/tune_$MODEL.txt"
   else
     t0=$SECONDS
-    python3 -m entrypoint tune --model "$HERE/benchmarks/e2e/models/$MODEL" --out "$LAYER" --gpu H200 \
+    # planned for the GPU it runs on (NVML), as `bake-cache` on a user's host: its files carry this GPU's name
+    python3 -m entrypoint tune --model "$HERE/benchmarks/e2e/models/$MODEL" --out "$LAYER" \
       --tune-budget-s "${TUNE_BUDGET_S:-300}" 2>"$OUT/tune_$MODEL.log" | tee "$OUT/tune_$MODEL.txt"
+    tune_rc=${PIPESTATUS[0]}
     echo "tune wall: $((SECONDS - t0)) s (budget ${TUNE_BUDGET_S:-300} s)" | tee -a "$OUT/tune_$MODEL.txt"
     tail -n 5 "$OUT/tune_$MODEL.log"
+    # 2026-12-06e: the tune failed and the step went on to compare the plan without its row against triton
+    if ((tune_rc != 0)); then
+      echo "e2e.sh: the tune exited $tune_rc (tune_$MODEL.log); no engine started: the plan would lack its layer" >&2
+      exit 1
+    fi
   fi
   cp "$LAYER"/tuned/*.json "$OUT/" 2>/dev/null
   export MOE_BAKED_COMPILE_CACHE=$LAYER

@@ -32,7 +32,7 @@ from entrypoint.resolve.layer_files import TUNED_DISPATCH_FILE, TUNED_FOLDER
 from entrypoint.resolve.plan import Plan
 from entrypoint.resolve.tune_targets import TuneTarget, plan_tune_target
 from entrypoint.utils.errors import ConfigError
-from kernels.config_files import Tile
+from kernels.config_files import Tile, file_device_name
 from kernels.dispatch import DISPATCH_FILE
 from kernels.shapes import KernelShape
 from kernels.tuning.dispatch_rows import OURS_MS, KernelPair, dispatch_row, merged_table
@@ -78,6 +78,18 @@ def require_gpu(mode: str, flavour: str | None, gpu_visible: bool, where: str) -
         f"no NVIDIA GPU is visible, and {wanted} tunes kernels on the GPU the endpoint serves on",
         "a run on that GPU host (docker run --gpus all ..., or make cache-layer there), or --tune off",
     )
+
+
+def require_planned_gpu(planned: str, present: str, where: str) -> None:
+    """Refuse (exit 2) a tune planned for one GPU (--gpu) on a host whose GPU is another: its files would carry the
+    present GPU's name and hold that GPU's timings (2026-12-06e: `--gpu H200` on an H100 logged H200 throughout)."""
+    if file_device_name(planned) != file_device_name(present):
+        raise ConfigError(
+            f"{where} --gpu",
+            planned,
+            f"is not this host's GPU ({present}), and a tune times the GPU it runs on",
+            "the GPU present (leave --gpu out: NVML names it), or the run on a host with that GPU",
+        )
 
 
 def decide(plan: Plan, mode: str) -> tuple[TuneTarget | None, str]:
@@ -238,6 +250,7 @@ def tune_for_plan(plan: Plan, layer: Path, mode: str, budget_s: float, command: 
     from kernels.tuning import gpu
     from kernels.tuning.timer import versions
 
+    require_planned_gpu(plan.gpu.name, gpu.device_name(), "tune")
     bench = gpu.GpuBench(gpu.ProjectKernel(*project_kernel()))
     made_with = {**versions(("triton", "vllm", "torch")), "gpu": gpu.device_name()}
     try:

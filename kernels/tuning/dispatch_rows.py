@@ -12,13 +12,14 @@ answers every shape. Pure: no GPU, no torch.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kernels.config_files import file_device_name
-from kernels.dispatch import parse_row, token_ranges
+from kernels.dispatch import COMPARISON_ONLY_FIELDS, KERNEL_CONFIG_FIELDS, parse_row, token_ranges
 from kernels.shapes import KernelShape
 
 T = TypeVar("T")
@@ -66,6 +67,19 @@ def choose_config(timed: Sequence[tuple[float, T]], default: T, margin: float = 
     best_us, best = min(timed, key=lambda t: t[0])
     default_us = next((us for us, config in timed if config == default), math.inf)
     return (default_us, default) if default_us <= best_us * (1 + margin) else (best_us, best)
+
+
+def config_record(config: Any) -> dict[str, int | bool]:
+    """What a row keeps of a chosen MoEKernelConfig: the fields a tune chooses. A comparison-only switch that is on,
+    or a field neither list of kernels/dispatch.py names, is refused: a row ships what was measured as the kernel."""
+    values = dataclasses.asdict(config)
+    unknown = sorted(set(values) - set(KERNEL_CONFIG_FIELDS) - set(COMPARISON_ONLY_FIELDS))
+    if unknown:
+        raise ValueError(f"kernel config fields {unknown}: name each in kernels/dispatch.py (tuned or comparison-only)")
+    on = [name for name in COMPARISON_ONLY_FIELDS if values.get(name)]
+    if on:
+        raise ValueError(f"kernel config {values}: {', '.join(on)} is a comparison switch, not a tune's choice")
+    return {name: values[name] for name in KERNEL_CONFIG_FIELDS if name in values}
 
 
 def dispatch_row(

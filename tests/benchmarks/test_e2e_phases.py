@@ -230,3 +230,14 @@ def test_the_single_gpu_phases_plan_the_rows_their_backends_variable_names(
         line.split()[2] for line in done.stdout.splitlines() if re.match(r"  \S+ tp\d+ +\S+ +moe_backend=", line)
     ]
     assert planned == rows
+
+
+def test_a_tune_that_fails_stops_the_tuned_phase_before_any_engine(tmp_path: Path) -> None:
+    """2026-12-06e: the tune raised and the step went on, measuring the plan without its layer against triton. Here
+    (no GPU) the real tune refuses with exit 2; the phase must stop there, naming the tune's log."""
+    env = dry_run_env(tmp_path, 1, MODEL="phi-3.5-moe-fp8-static", VLLM_SITE=str(tmp_path / "no-site"))
+    del env["DRY_RUN"]
+    done = subprocess.run(["bash", str(E2E), "tuned"], env=env, capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "e2e.sh: the tune exited 2 (tune_phi-3.5-moe-fp8-static.log); no engine started" in done.stderr
+    assert not (tmp_path / "o" / "h200_e2e.csv").exists()

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
 
-from kernels.dispatch import DISPATCH_FILE, DispatchKey, DispatchTable, DispatchTableError
+from kernels.dispatch import (
+    COMPARISON_ONLY_FIELDS,
+    DISPATCH_FILE,
+    KERNEL_CONFIG_FIELDS,
+    DispatchKey,
+    DispatchTable,
+    DispatchTableError,
+    parse_row,
+)
+from kernels.shapes import shape_by_key
+from kernels.tuning.dispatch_rows import OURS_MS, KernelPair, config_record, dispatch_row
 
 ROW = json.loads(DISPATCH_FILE.read_text())["rows"][0]
 
@@ -67,3 +78,36 @@ def test_a_tuned_rows_configs_apply_from_their_m_up_and_shipped_rows_have_none(t
     assert row.kernel_config(8) == {"block_n1": 32}
     shipped = DispatchTable.load(DISPATCH_FILE)
     assert all(r.kernel_config(1) is None for r in shipped.rows.values())
+
+
+def test_every_kernel_config_field_is_either_tuned_or_comparison_only() -> None:
+    """A field added to our kernel's config must be classified before a tune can write it into a row."""
+    from ops.fused_moe_fp8 import MoEKernelConfig
+
+    assert {f.name for f in dataclasses.fields(MoEKernelConfig)} == {*KERNEL_CONFIG_FIELDS, *COMPARISON_ONLY_FIELDS}
+    assert not set(KERNEL_CONFIG_FIELDS) & set(COMPARISON_ONLY_FIELDS)
+
+
+@pytest.mark.parametrize(
+    "key", ["qwen3-30b-a3b:tp1", "mixtral-8x7b:tp1", "nemotron-3-nano-30b-a3b:tp1", "deepseek-v3:tp8"]
+)
+def test_each_swept_config_survives_the_row_a_tune_writes(key: str) -> None:
+    """What the tune records of a config (kernels/tuning/gpu.py) parses as a row and gives the same config back:
+    2026-12-06e, a tune (Phi-3.5-MoE) wrote every field of the config and its own check refused the row."""
+    from ops.fused_moe_fp8 import MoEKernelConfig, candidate_configs
+
+    shape = shape_by_key(key)
+    block_k = shape.block_shape[1] if shape.block_shape else 128
+    for m in OURS_MS:
+        for config in candidate_configs(m, shape.e, shape.topk, shape.h, shape.n, block_k=block_k):
+            pair = KernelPair(m, 9.0, 10.0, 9.0, 10.0, config_record(config))
+            row = parse_row(dispatch_row(shape, key, "NVIDIA H200", [pair], "2026-12-06"), key)
+            assert MoEKernelConfig(**(row.kernel_config(m) or {})) == config
+
+
+def test_a_comparison_switch_that_is_on_never_reaches_a_row() -> None:
+    from ops.fused_moe_fp8 import default_config
+
+    config = dataclasses.replace(default_config(1, 128, 8, 2048, 768), atomic_sum=True)
+    with pytest.raises(ValueError, match="atomic_sum is a comparison switch, not a tune's choice"):
+        config_record(config)

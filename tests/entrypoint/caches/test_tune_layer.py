@@ -138,6 +138,16 @@ def test_no_gpu_is_refused_where_tuning_is_asked_for(mode: str, flavour: str | N
     assert "no NVIDIA GPU is visible" in str(err.value) and "--gpus all" in str(err.value)
 
 
+def test_a_tune_planned_for_another_gpu_than_the_one_present_is_refused() -> None:
+    tune_layer.require_planned_gpu("NVIDIA H200", "NVIDIA H200", "tune")
+    tune_layer.require_planned_gpu("NVIDIA H200", "NVIDIA H200 NVL", "tune")  # vLLM's files name every H200 alike
+    with pytest.raises(ConfigError) as err:
+        tune_layer.require_planned_gpu("NVIDIA H200", "NVIDIA H100 80GB HBM3", "tune")
+    said = str(err.value)
+    assert "tune --gpu='NVIDIA H200'" in said and "not this host's GPU (NVIDIA H100 80GB HBM3)" in said
+    assert "leave --gpu out" in said
+
+
 def test_a_bad_mode_names_the_accepted_ones() -> None:
     with pytest.raises(ConfigError, match="bake-cache --tune='sometimes'.*auto, on, off"):
         tune_layer.require_gpu("sometimes", "cuda", True, "bake-cache")
