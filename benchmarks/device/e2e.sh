@@ -298,7 +298,7 @@ fi
 if [ "$PHASE" = tuned ] && [ "${DRY_RUN:-0}" != 1 ]; then
   LAYER=$WORK/layer-$MODEL
   if [ -n "${TUNED_LAYER_FROM:-}" ]; then
-    rm -rf "$LAYER" && mkdir -p "$LAYER/tuned" && cp "$TUNED_LAYER_FROM"/*.json "$LAYER/tuned/"
+    rm -rf "$LAYER" && mkdir -p "$LAYER/tuned" && cp "$TUNED_LAYER_FROM"/*.json "$LAYER/tuned/" 2>/dev/null
     echo "tuned files from $TUNED_LAYER_FROM (no tune in this run)" | tee "$OUT/tune_$MODEL.txt"
   else
     t0=$SECONDS
@@ -313,6 +313,11 @@ if [ "$PHASE" = tuned ] && [ "${DRY_RUN:-0}" != 1 ]; then
       echo "e2e.sh: the tune exited $tune_rc (tune_$MODEL.log); no engine started: the plan would lack its layer" >&2
       exit 1
     fi
+  fi
+  # a tune that skipped (its one reason line is in tune_MODEL.txt) or a folder without tiles leaves nothing to compare
+  if ! compgen -G "$LAYER/tuned/E=*.json" >/dev/null; then
+    echo "e2e.sh: no tile file under $LAYER/tuned (tune_$MODEL.txt says why); no engine started" >&2
+    exit 1
   fi
   cp "$LAYER"/tuned/*.json "$OUT/" 2>/dev/null
   export MOE_BAKED_COMPILE_CACHE=$LAYER

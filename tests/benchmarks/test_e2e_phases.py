@@ -241,3 +241,15 @@ def test_a_tune_that_fails_stops_the_tuned_phase_before_any_engine(tmp_path: Pat
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     assert "e2e.sh: the tune exited 2 (tune_phi-3.5-moe-fp8-static.log); no engine started" in done.stderr
     assert not (tmp_path / "o" / "h200_e2e.csv").exists()
+
+
+def test_a_tuned_layer_without_a_tile_file_stops_the_tuned_phase(tmp_path: Path) -> None:
+    """A tune that skipped, or TUNED_LAYER_FROM without tiles: the plan would be LMI-equivalent, one engine twice."""
+    (tmp_path / "from").mkdir()
+    (tmp_path / "from" / "provenance.json").write_text("{}")
+    env = dry_run_env(tmp_path, 1, MODEL="phi-3.5-moe-fp8-static", VLLM_SITE=str(tmp_path / "no-site"),
+                      TUNED_LAYER_FROM=str(tmp_path / "from"))  # fmt: skip
+    del env["DRY_RUN"]
+    done = subprocess.run(["bash", str(E2E), "tuned"], env=env, capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "e2e.sh: no tile file under" in done.stderr and "no engine started" in done.stderr
