@@ -70,9 +70,10 @@ def choose_config(timed: Sequence[tuple[float, T]], default: T, margin: float = 
 
 
 def config_record(config: Any) -> dict[str, int | bool]:
-    """What a row keeps of a chosen MoEKernelConfig: the fields a tune chooses. A comparison-only switch that is on,
-    or a field neither list of kernels/dispatch.py names, is refused: a row ships what was measured as the kernel."""
-    values = dataclasses.asdict(config)
+    """What a row keeps of a chosen MoEKernelConfig (or of its fields as a tune-state file holds them): the fields a
+    tune chooses. A comparison-only switch that is on, or a field neither list of kernels/dispatch.py names, is
+    refused: a row ships what was measured as the kernel."""
+    values = dict(config) if isinstance(config, Mapping) else dataclasses.asdict(config)
     unknown = sorted(set(values) - set(KERNEL_CONFIG_FIELDS) - set(COMPARISON_ONLY_FIELDS))
     if unknown:
         raise ValueError(f"kernel config fields {unknown}: name each in kernels/dispatch.py (tuned or comparison-only)")
@@ -102,8 +103,8 @@ def dispatch_row(
         }
         if p.speedup_if_hot is not None:
             entry["speedup_if_hot"] = round(p.speedup_if_hot, 3)
-        if p.config:
-            entry["config"] = dict(p.config)
+        if p.config:  # a state file written before 2026-12-06e holds every field: resumed, it is recorded the same
+            entry["config"] = config_record(p.config)
         entries.append(entry)
     ranges = token_ranges((p.m, p.wins(min_speedup)) for p in measured)
     row = table_row(shape, name, file_device_name(device_name), ranges, measured_at, entries)

@@ -111,3 +111,15 @@ def test_a_comparison_switch_that_is_on_never_reaches_a_row() -> None:
     config = dataclasses.replace(default_config(1, 128, 8, 2048, 768), atomic_sum=True)
     with pytest.raises(ValueError, match="atomic_sum is a comparison switch, not a tune's choice"):
         config_record(config)
+
+
+def test_a_resumed_tune_state_with_every_field_still_makes_a_row() -> None:
+    """A tune killed before 2026-12-06e left its pairs with the whole config (comparison switches off) in its state
+    file; the resumed tune builds its row from them."""
+    from ops.fused_moe_fp8 import MoEKernelConfig, candidate_configs
+
+    shape = shape_by_key("qwen3-30b-a3b:tp1")
+    config = candidate_configs(1, shape.e, shape.topk, shape.h, shape.n)[-1]
+    pair = KernelPair(1, 9.0, 10.0, config=dataclasses.asdict(config))
+    row = parse_row(dispatch_row(shape, "q", "NVIDIA H200", [pair], "2026-12-06"), "q")
+    assert MoEKernelConfig(**(row.kernel_config(1) or {})) == config
