@@ -106,5 +106,6 @@ def tuned_config_env(
             why = f"tuned configs: {name}: baked file matches ({TUNED_TILES_DOC})"
         return {TUNED_FOLDER_ENV: index.folder}, [why]
     where = " or ".join(dict.fromkeys(index.origin for index in tuned))
-    why = f"tuned configs: {name}: no file for this shape in the {where} (vLLM falls back to its own tiles)"
+    # 2026-12-06e: vLLM's H100 file for Phi-3.5-MoE starts at M = 256, so its decode ran a prefill tile 1.46x slower
+    why = f"tuned configs: {name}: no file for this shape in the {where}; vLLM's tiles run (tune: {LAYER_TILES_DOC})"
     return {TUNED_FOLDER_ENV: tuned[-1].folder}, [why]
