@@ -7,6 +7,7 @@ first launch would JIT-compile for 1-3 s inside the budget. One shape's weights 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
@@ -15,7 +16,7 @@ from kernels import aot
 from kernels.config_files import Tile
 from kernels.shapes import KernelShape
 from kernels.tuning import moe_harness
-from kernels.tuning.dispatch_rows import KernelPair, choose_config, config_record
+from kernels.tuning.dispatch_rows import KernelPair, choose_config
 from kernels.tuning.timer import graph_us
 
 
@@ -82,7 +83,7 @@ class GpuBench:
             except Exception:  # a config this shape cannot compile (resources): it just loses
                 continue
         ours_us, best = choose_config(timed, configs[0])
-        chosen = None if best == configs[0] else config_record(best)
+        chosen = None if best == configs[0] else dataclasses.asdict(best)  # dispatch_row keeps a row's fields
         vllm_us = self._timer(shape, m, "uniform").measure(tile)
         if m == 1:
             return KernelPair(m, ours_us, vllm_us, config=chosen)

@@ -100,7 +100,7 @@ def test_each_swept_config_survives_the_row_a_tune_writes(key: str) -> None:
     block_k = shape.block_shape[1] if shape.block_shape else 128
     for m in OURS_MS:
         for config in candidate_configs(m, shape.e, shape.topk, shape.h, shape.n, block_k=block_k):
-            pair = KernelPair(m, 9.0, 10.0, 9.0, 10.0, config_record(config))
+            pair = KernelPair(m, 9.0, 10.0, 9.0, 10.0, dataclasses.asdict(config))  # as kernels/tuning/gpu.py
             row = parse_row(dispatch_row(shape, key, "NVIDIA H200", [pair], "2026-12-06"), key)
             assert MoEKernelConfig(**(row.kernel_config(m) or {})) == config
 
