@@ -17,6 +17,7 @@ snapshot, marked `era-table` in the plan.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.metadata
 import importlib.util
 import json
@@ -281,6 +282,38 @@ def load_snapshot(version: str) -> VllmCapabilities:
     return VllmCapabilities.model_validate(data)
 
 
+# The files extract_from_source may read, as globs under the package directory.
+_SOURCE_GLOBS = (
+    "config/*.py",
+    "engine/arg_utils.py",
+    "entrypoints/*/cli_args.py",
+    "model_executor/layers/fused_moe/oracle/*.py",
+    *("/".join(parts) for parts in _ENUM_SOURCES.values()),
+)
+
+
+def _source_stamp(vllm_dir: Path) -> tuple[tuple[str, int, int], ...]:
+    """Name, mtime and size of every file extract_from_source may read: a changed tree is read again."""
+    stamp = []
+    for pattern in _SOURCE_GLOBS:
+        for path in sorted(vllm_dir.glob(pattern)):
+            info = path.stat()
+            stamp.append((str(path), info.st_mtime_ns, info.st_size))
+    return tuple(stamp)
+
+
+@functools.lru_cache(maxsize=8)
+def _extract_once(vllm_dir: Path, version: str, stamp: tuple[tuple[str, int, int], ...]) -> VllmCapabilities:
+    del stamp  # only the cache key
+    return extract_from_source(vllm_dir, version)
+
+
+def capabilities_of(vllm_dir: Path, version: str) -> VllmCapabilities:
+    """extract_from_source, read once per tree and version: parsing its ~25 files costs ~0.3 s, which serve pays
+    once and a process that plans many times (the resolver tests: thousands of plans) would pay per plan."""
+    return _extract_once(vllm_dir, version, _source_stamp(vllm_dir))
+
+
 def detect_capabilities(version_override: str | None = None) -> VllmCapabilities:
     """Installed vLLM when present and matching the override; else the snapshot table. With an override the plan
     names the version asked for (`0.32.0` for the image), not the installed build's (`0.32.0+cpu` here)."""
@@ -289,7 +322,7 @@ def detect_capabilities(version_override: str | None = None) -> VllmCapabilities
         vllm_dir, version = found
         if version_override is None or parse_version(version_override) == parse_version(version):
             try:
-                return extract_from_source(vllm_dir, version_override or version)
+                return capabilities_of(vllm_dir, version_override or version)
             except (OSError, SyntaxError):
                 pass  # an unreadable or unusual tree: fall back to the table below
     return load_snapshot(version_override or PINNED_VLLM_VERSION)

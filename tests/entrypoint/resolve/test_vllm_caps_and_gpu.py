@@ -11,6 +11,7 @@ import pytest
 from entrypoint.resolve.gpu import detect_gpus, simulate_gpus, visible_indices
 from entrypoint.resolve.vllm_caps import (
     SNAPSHOT_DIR,
+    capabilities_of,
     detect_capabilities,
     extract_from_source,
     installed_vllm,
@@ -58,6 +59,27 @@ def test_the_committed_snapshot_matches_the_installed_vllm_it_was_made_from():
     live.pop("source")
     stored["version"] = live["version"]
     assert live == stored
+
+
+def test_a_tree_is_read_once_and_read_again_when_a_file_it_reads_changes(tmp_path):
+    """Planning many times in one process parses vLLM's sources once; an edited file (another mtime or size) is
+    parsed again, so the answer always follows the tree on disk."""
+    from entrypoint.resolve.vllm_caps import _SOURCE_GLOBS
+
+    vllm_dir, version = installed_vllm()
+    copy = tmp_path / "vllm"
+    for pattern in _SOURCE_GLOBS:
+        for source in vllm_dir.glob(pattern):
+            target = copy / source.relative_to(vllm_dir)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(source.read_bytes())
+    first = capabilities_of(copy, version)
+    assert first == extract_from_source(copy, version) and first.family_backends["fp8"]
+    assert capabilities_of(copy, version) is first  # the second plan parses nothing
+    oracle = copy / "model_executor" / "layers" / "fused_moe" / "oracle" / "fp8.py"
+    oracle.write_text(oracle.read_text().replace('"triton"', '"triton_renamed"'))
+    again = capabilities_of(copy, version)
+    assert "triton_renamed" in again.family_backends["fp8"] and "triton" not in again.family_backends["fp8"]
 
 
 def test_the_pinned_version_is_the_images_and_planning_without_vllm_uses_its_snapshot(monkeypatch):
