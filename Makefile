@@ -56,8 +56,9 @@ lint: venv
 	$(VENV)/bin/shellcheck --external-sources docker/*.sh scripts/*.sh benchmarks/device/*.sh
 
 # GPU tests (-m gpu) run on an H200 with `make test-gpu`; they are deselected here, not skipped.
+# Two pytest lanes at once, the e2e tests and the rest (scripts/pytest_lanes.sh says why).
 test: venv triton-aot-env lint
-	$(PY) -m pytest -q -p no:cacheprovider --durations=25 -m "not gpu and not image" tests
+	PY=$(PY) bash scripts/pytest_lanes.sh
 
 test-unit: venv
 	$(PY) -m pytest -q -p no:cacheprovider -m "not e2e and not gpu and not image" tests
