@@ -9,10 +9,6 @@
 set -uo pipefail
 PY=${PY:-.venv/bin/python}
 SELECT="not gpu and not image"
-# The tiny model is made once before the lanes start: two lanes making it at once could remove the one just renamed
-# into place (entrypoint.model.tiny_model.ensure_tiny_model replaces an incomplete copy).
-"$PY" -c 'import os; from entrypoint.model.tiny_model import ensure_tiny_model as e; from entrypoint.run_local import tiny_model_dir as d; e(d(dict(os.environ)))' || exit 1
-
 e2e_log=$(mktemp -t pytest-e2e-lane.XXXXXX)
 "$PY" -m pytest -q -p no:cacheprovider --durations=15 -m "e2e and $SELECT" tests >"$e2e_log" 2>&1 &
 e2e_pid=$!

@@ -11,12 +11,15 @@ files (tests/entrypoint/model/test_tiny_model.py checks that), and nothing is do
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 # Bump when anything below changes the generated files: ensure_tiny_model regenerates on mismatch.
@@ -140,27 +143,40 @@ def is_complete(dest: Path) -> bool:
 def ensure_tiny_model(dest: Path) -> Path:
     """Generate the tiny model into `dest` unless a complete copy of this version is there.
 
-    Generation happens in a sibling temporary directory that is renamed into place, so a
-    concurrent caller (a test fixture and `make run`) never sees a half-written checkpoint.
+    Callers may run at once (make test's two pytest lanes, a test fixture and `make run`). An
+    exclusive lock on a sibling file makes one of them generate while the others wait and then
+    find the copy complete; without it, each would generate and replace the directory another had
+    just returned. Generation happens in a sibling temporary directory renamed into place, so an
+    interrupted run leaves no half-written checkpoint at `dest`.
     """
     dest = dest.resolve()
     if is_complete(dest):
         return dest
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
-    try:
-        generate(tmp)
-        if dest.exists():
-            shutil.rmtree(dest)  # an older generator version or an interrupted run
+    with _exclusive_lock(dest.parent / f".{dest.name}.lock"):
+        if is_complete(dest):  # made by the caller that held the lock before us
+            return dest
+        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
         try:
+            generate(tmp)
+            if dest.exists():
+                shutil.rmtree(dest)  # an older generator version or an interrupted run
             os.rename(tmp, dest)
-        except OSError:
-            if not is_complete(dest):  # someone else won the race with a complete copy: fine
-                raise
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
     return dest
+
+
+@contextmanager
+def _exclusive_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive advisory lock on `path` (created if missing); the kernel drops it if the process dies."""
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def tree_digest(path: Path) -> str:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from entrypoint.model.tiny_model import ensure_tiny_model, generate, is_complete, tree_digest
@@ -40,3 +43,44 @@ def test_ensure_keeps_a_complete_copy_and_replaces_an_incomplete_one(tmp_path: P
     stamp = (dest / "model.safetensors").stat().st_mtime_ns
     ensure_tiny_model(dest)
     assert (dest / "model.safetensors").stat().st_mtime_ns == stamp  # not regenerated
+
+
+# Each caller imports torch and transformers first, then waits for the go file so that all of them
+# call ensure_tiny_model within milliseconds of each other (generation itself takes ~1 s).
+_CONCURRENT_CALLER = """
+import os, sys, time
+from pathlib import Path
+import torch, transformers  # noqa: F401  (imported before the start so the calls overlap)
+from entrypoint.model.tiny_model import ensure_tiny_model, is_complete
+dest, go = Path(sys.argv[1]), Path(sys.argv[2])
+print("ready", flush=True)
+while not go.exists():
+    time.sleep(0.01)
+path = ensure_tiny_model(dest)
+print(os.stat(path).st_ino, is_complete(path), flush=True)
+"""
+
+
+def test_callers_at_once_share_one_copy_that_nobody_replaces(tmp_path: Path) -> None:
+    dest, go = tmp_path / "tiny", tmp_path / "go"
+    repo = Path(__file__).resolve().parents[3]
+    env = {**os.environ, "PYTHONPATH": str(repo)}
+    callers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _CONCURRENT_CALLER, str(dest), str(go)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=repo,
+        )
+        for _ in range(3)
+    ]
+    for caller in callers:
+        assert caller.stdout is not None and caller.stdout.readline().strip() == "ready"
+    go.touch()
+    answers = [caller.communicate(timeout=300)[0].split() for caller in callers]
+    assert [caller.returncode for caller in callers] == [0, 0, 0]
+    # One generation: every caller returned the same directory (one inode), complete, and it is still there.
+    assert {inode for inode, _ in answers} == {str(os.stat(dest).st_ino)}
+    assert all(complete == "True" for _, complete in answers)
+    assert is_complete(dest)
