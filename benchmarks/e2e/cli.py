@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks.e2e import backends as be
-from benchmarks.e2e import report, runner, spec
+from benchmarks.e2e import floor_plot, report, runner, spec
 from benchmarks.e2e.run import execute, prepare_shared
 from benchmarks.e2e.run_args import DEFAULT_SNAPSHOT, parse_run_args
 from benchmarks.sigterm import exit_on_sigterm
@@ -48,9 +48,12 @@ def report_main(argv: Sequence[str]) -> int:
     stem = ns.csv.stem
     table = report.markdown_table(rows)
     (out / f"{stem}.md").write_text(table)
-    drew = report.plot(rows, out / f"{stem}.png")
+    drew = floor_plot.plot_run(rows, out / f"{stem}.png")
     print(table)
-    print(f"wrote {out / (stem + '.md')}" + (f" and {out / (stem + '.png')}" if drew else " (no matplotlib: no PNG)"))
+    print(
+        f"wrote {out / (stem + '.md')}"
+        + (f" and {out / (stem + '.png')}" if drew else " (no PNG: no matplotlib, or nothing to draw)")
+    )
     return 0
 
 

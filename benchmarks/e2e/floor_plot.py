@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.e2e import report
 from benchmarks.e2e.floor_rows import BELOW_FLOOR
-from benchmarks.e2e.report import read_csv
 
 MIN_EFFECT = 0.01  # a ratio within 1 % of 1 is never called a difference, whatever the spreads
 
@@ -82,11 +82,28 @@ def plot(rows: Sequence[dict[str, Any]], baseline: str, path: Path) -> None:
     for ax in (ax_tpot, ax_ratio):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("concurrent requests")
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:  # a one-backend run has no ratio to draw
+            ax.legend(fontsize=8)
     fig.suptitle(f"{model}, {short} in / {measured[0]['output_len']} out, routing {routing}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def plot_run(rows: Sequence[dict[str, Any]], path: Path) -> bool:
+    """A harness run's plot: the ratios to auto where the run measured auto, else (the tuned plan against Triton, a
+    routing-cost step) TPOT against the HBM floor with Triton, or the first backend, as the baseline. False when
+    neither can be drawn (no matplotlib, no row above its floor)."""
+    if report.plot(rows, path):
+        return True
+    backends = [r["backend"] for r in rows if r.get("status") in ("ok", "truncated")]
+    if not backends:
+        return False
+    try:
+        plot(rows, "triton" if "triton" in backends else backends[0], path)
+    except (ImportError, ValueError):
+        return False
+    return True
 
 
 def runs_in(rows: Sequence[dict]) -> int:
@@ -102,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--png", type=Path, required=True)
     args = parser.parse_args(argv)
     try:
-        plot(read_csv(args.csv), args.baseline, args.png)
+        plot(report.read_csv(args.csv), args.baseline, args.png)
     except ValueError as exc:
         parser.error(str(exc))
     print(f"floor_plot: wrote {args.png}")

@@ -327,7 +327,12 @@ def _shared_start(row: dict[str, Any]) -> bool:
 
 
 def plot(rows: Sequence[dict[str, Any]], path: Path) -> bool:
-    """Decode tok/s ratio vs auto over concurrency, one panel per model; False when matplotlib is absent."""
+    """Decode tok/s ratio vs auto over concurrency, one panel per model.
+
+    False, and no file, when matplotlib is absent or no row has a ratio to auto (a run without auto drew empty axes
+    until 2026-12-07: benchmarks.e2e.floor_plot.plot_run draws those runs against their HBM floor instead)."""
+    if not any(num(r.get("ratio_vs_auto")) is not None for r in rows):
+        return False
     try:
         import matplotlib
 

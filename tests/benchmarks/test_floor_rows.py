@@ -109,3 +109,19 @@ def test_a_merged_csv_counts_its_runs_by_their_hbm_probe() -> None:
 
     assert runs_in([{"hbm_read_tbps": 4.4}, {"hbm_read_tbps": 4.4}]) == 1
     assert runs_in([{"hbm_read_tbps": 4.4}, {"hbm_read_tbps": 4.24}]) == 2  # tuned_2026-12-04c/glm.csv
+
+
+def test_a_run_without_auto_is_drawn_against_its_floor_not_as_empty_axes(tmp_path: Path) -> None:
+    # 2026-12-07 (tuned-phi: the plan and Triton only): report.plot wrote a PNG with no line on it
+    from benchmarks.e2e import floor_plot
+
+    rows = [_row(c, t) for c, t in ((1, 4.0), (64, 12.5))] + [
+        {**_row(c, t), "backend": "triton"} for c, t in ((1, 5.1), (64, 16.3))
+    ]
+    floor_rows.add_floor_checks(rows, QWEN3, "uniform_random", H200_READ)
+    report.add_ratios(rows)
+    empty, drawn = tmp_path / "empty.png", tmp_path / "run.png"
+    assert not report.plot(rows, empty) and not empty.exists()
+    assert floor_plot.plot_run(rows, drawn) and drawn.read_bytes()[:4] == b"\x89PNG"
+    assert floor_plot.plot_run(rows[:2], tmp_path / "one.png")  # one backend: its TPOT over the floor alone
+    assert not floor_plot.plot_run([{**r, "status": "skipped_budget"} for r in rows], tmp_path / "none.png")
