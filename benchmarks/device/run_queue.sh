@@ -162,7 +162,13 @@ QUEUE_STEPS=" "  # every step name check_queue has read, in the files' order (ch
 
 check_queue() {  # check_queue FILE: every line a comment, a step or `wait`; names unique
   local file=$1 line n=0 bad=0 names=" "
-  [ -f "$file" ] || { echo "run_queue: $file: no such queue file" >&2; return 2; }
+  if [ ! -f "$file" ]; then
+    # 2026-12-07: `start h100` on an H100; queues are named by GPU count (h200 is any one GPU), so list them
+    local known
+    known=$(find "$QUEUES_DIR" -maxdepth 1 -name '*.txt' -printf '%f\n' 2>/dev/null | sed 's/\.txt$//' | sort | tr '\n' ' ')
+    echo "run_queue: $file: no such queue file; the shipped queues: ${known% } (h200 runs on any one GPU)" >&2
+    return 2
+  fi
   while IFS= read -r line || [ -n "$line" ]; do
     n=$((n + 1))
     line=${line%%[[:space:]]}

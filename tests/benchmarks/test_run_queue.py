@@ -145,6 +145,15 @@ def test_a_malformed_queue_is_refused_before_anything_starts(tmp_path: Path, tex
     assert start.returncode == 2 and message in start.stderr and not (tmp_path / "run").exists()
 
 
+def test_an_unknown_queue_name_is_refused_with_the_shipped_names(tmp_path: Path) -> None:
+    # 2026-12-07: `start h100` on an H100 host; the one-GPU queue is h200 whatever the card
+    start = _run(_env(tmp_path, 600), "start", "h100")
+    assert start.returncode == 2 and not (tmp_path / "run").exists(), start.stdout + start.stderr
+    shipped = " ".join(sorted(q.stem for q in (SCRIPT.parent / "queues").glob("*.txt")))
+    assert "h200" in shipped.split()
+    assert f"h100.txt: no such queue file; the shipped queues: {shipped} (h200 runs on any one GPU)" in start.stderr
+
+
 @pytest.mark.parametrize("queue", sorted(p.stem for p in (SCRIPT.parent / "queues").glob("*.txt")))
 def test_every_shipped_queue_parses(queue: str) -> None:
     assert _run(_env(Path("/nonexistent"), 600), "check", queue).returncode == 0
