@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from entrypoint.model.tiny_model import ensure_tiny_model, generate, is_complete, tree_digest
+from tests.conftest_paths import REPO
 
 
 def test_regeneration_is_byte_identical_and_has_the_recipe_shape(tmp_path: Path) -> None:
@@ -63,15 +64,14 @@ print(os.stat(path).st_ino, is_complete(path), flush=True)
 
 def test_callers_at_once_share_one_copy_that_nobody_replaces(tmp_path: Path) -> None:
     dest, go = tmp_path / "tiny", tmp_path / "go"
-    repo = Path(__file__).resolve().parents[3]
-    env = {**os.environ, "PYTHONPATH": str(repo)}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     callers = [
         subprocess.Popen(
             [sys.executable, "-c", _CONCURRENT_CALLER, str(dest), str(go)],
             stdout=subprocess.PIPE,
             text=True,
             env=env,
-            cwd=repo,
+            cwd=REPO,
         )
         for _ in range(3)
     ]
