@@ -84,7 +84,7 @@ def tuned_config_env(
 ) -> tuple[dict[str, str], list[str]]:
     """vLLM's tuned-config folder for this plan and the one reason line. Precedence: the user's own
     `VLLM_TUNED_CONFIG_FOLDER`, then the first folder of `tuned` (layer before image) holding this shape's file; with
-    none holding it, the last folder (vLLM then falls back to its shipped or default tiles)."""
+    none holding it, no folder (vLLM then runs its shipped or default tiles, as it does without this project)."""
     if environ.get(TUNED_FOLDER_ENV):
         return {}, [f"tuned configs: {TUNED_FOLDER_ENV} already set by the user, left as is"]
     if not tuned:
@@ -108,4 +108,6 @@ def tuned_config_env(
     where = " or ".join(dict.fromkeys(index.origin for index in tuned))
     # 2026-12-06e: vLLM's H100 file for Phi-3.5-MoE starts at M = 256, so its decode ran a prefill tile 1.46x slower
     why = f"tuned configs: {name}: no file for this shape in the {where}; vLLM's tiles run (tune: {LAYER_TILES_DOC})"
-    return {TUNED_FOLDER_ENV: tuned[-1].folder}, [why]
+    # The folder stays unset: it would change no MoE tile here, but vLLM also reads its LoRA and Mamba launch
+    # configs from it, and with it set MoE-LoRA drops the tiles it derives from the MoE lookup for fixed defaults.
+    return {}, [why]

@@ -205,6 +205,8 @@ def test_tensor_parallelism_changes_the_expected_file_name():
         settings(tensor_parallel_degree="2"), model("native fp8 static"), simulate_gpus("H200", 2), CAPS, tuned=(TUNED,)
     )
     assert any("E=128,N=384," in r and "no file for this shape in the image" in r for r in plan.reasons)
+    # no folder without the shape's file: vLLM would read only its LoRA and Mamba configs there
+    assert "VLLM_TUNED_CONFIG_FOLDER" not in plan.env
 
 
 def test_a_user_tuned_folder_is_left_alone():
