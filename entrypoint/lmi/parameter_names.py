@@ -9,6 +9,8 @@
   otherwise, saying why;
 - any other name: a 400 naming it and the nearest known name.
 
+The body itself takes only `BODY_KEYS` at its top level; any other key is a 400 too (`refuse_unknown_keys`).
+
 Why refuse names nobody knows: vLLM's request models accept unknown fields and ignore them (OpenAIBaseModel,
 pydantic extra="allow"), so a misspelt "max_new_token" would run with the default 30 tokens, without a word. LMI
 itself drops unknown parameters with a warning in its log; a client never sees that. A null value means "not set"
@@ -24,6 +26,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from entrypoint.lmi.errors import LMIError, field_error, shown
+
+# The top-level keys of an LMI/TGI body: TGI's /generate and /generate_stream take these three, and so does LMI's
+# schema (docs/reference/lmi-sagemaker-contract.md). LMI's other top-level keys ("adapters" for LoRA, session
+# "requestType") ask for what this server does not offer, so they are refused like any unknown key.
+BODY_KEYS = ("inputs", "parameters", "stream")
 
 # The "parameters" entrypoint.lmi.request translates itself.
 LMI_PARAMETERS = frozenset(
@@ -185,9 +192,13 @@ def _foreign(name: str, value: Any, foreign: Foreign, params: Mapping[str, Any])
     return fields
 
 
+def _parameter_names(completion_fields: Collection[str] | None) -> list[str]:
+    """Every name "parameters" accepts (without vLLM's field list: the LMI and TGI names only)."""
+    return sorted(LMI_PARAMETERS | FOREIGN.keys() | (set(completion_fields or ()) - set(RESERVED)))
+
+
 def _unknown(name: str, value: Any, completion_fields: Collection[str]) -> LMIError:
-    known = sorted(LMI_PARAMETERS | FOREIGN.keys() | (set(completion_fields) - set(RESERVED)))
-    close = difflib.get_close_matches(name[:200], known, n=1, cutoff=0.75)
+    close = difflib.get_close_matches(name[:200], _parameter_names(completion_fields), n=1, cutoff=0.75)
     guess = f" (did you mean {close[0]}?)" if close else ""
     return LMIError(
         400,
@@ -195,3 +206,35 @@ def _unknown(name: str, value: Any, completion_fields: Collection[str]) -> LMIEr
         f"LMI parameters ({', '.join(sorted(LMI_PARAMETERS))}) or a vLLM completion field by its name (min_tokens, "
         "stop_token_ids, logit_bias, ...)",
     )
+
+
+def refuse_unknown_keys(body: Mapping[str, Any], completion_fields: Collection[str] | None) -> None:
+    """A 400 for the first top-level key of an LMI body that is not one of BODY_KEYS.
+
+    Why: the translation reads only BODY_KEYS, so a misspelt "parameter", or parameters sent beside "inputs" instead
+    of inside "parameters", would run with LMI's defaults (30 tokens, greedy) without a word, as an unknown name inside
+    "parameters" would. completion_fields: vLLM's CompletionRequest names, to recognise a misplaced vLLM parameter."""
+    for name, value in body.items():
+        if name not in BODY_KEYS:
+            raise _unknown_key(str(name), value, completion_fields)
+
+
+def _unknown_key(name: str, value: Any, completion_fields: Collection[str] | None) -> LMIError:
+    refused = f"Input parsing failed: {_shown_name(name)}={shown(value)}: not a top-level key of an LMI body"
+    accepted = f"accepted at the top level: {', '.join(BODY_KEYS)}"
+    if name in RESERVED:  # a vLLM name: say the LMI way, as refuse_reserved does inside "parameters"
+        instead = RESERVED[name]
+        instead = f"parameters.{instead}" if instead in LMI_PARAMETERS else instead
+        return LMIError(400, f"{refused}; accepted instead: {instead}; {accepted}")
+    parameters = _parameter_names(completion_fields)
+    if name in parameters:  # the commonest mistake: the parameters beside "inputs" instead of inside "parameters"
+        return LMIError(
+            400,
+            f'{refused}; {name} is a parameter: send it inside "parameters", as {{"inputs": ..., "parameters": '
+            f'{{"{name}": ...}}}}; {accepted}',
+        )
+    close = difflib.get_close_matches(name[:200], BODY_KEYS, n=1, cutoff=0.75) or [
+        f"parameters.{match}" for match in difflib.get_close_matches(name[:200], parameters, n=1, cutoff=0.75)
+    ]
+    guess = f" (did you mean {close[0]}?)" if close else ""
+    return LMIError(400, f"{refused}{guess}; {accepted}")

@@ -21,7 +21,7 @@ from enum import StrEnum
 from typing import Any
 
 from entrypoint.lmi.errors import LMIError, field_error
-from entrypoint.lmi.parameter_names import LMI_PARAMETERS, screen
+from entrypoint.lmi.parameter_names import LMI_PARAMETERS, refuse_unknown_keys, screen
 
 LMI_DEFAULT_MAX_NEW_TOKENS = 30  # LMI's default; users complain it is short, but clients rely on it
 CUSTOM_ATTRIBUTES_HEADER = "x-amzn-sagemaker-custom-attributes"
@@ -246,11 +246,12 @@ def _has_non_finite(value: object) -> bool:
 def parse_lmi_request(
     body: Mapping[str, Any], completion_fields: Collection[str] | None = None, details_default: bool = False
 ) -> LMIRequest:
-    """Validate an LMI body and build the vLLM completion request; LMIError(400) names the field.
+    """Validate an LMI body and build the vLLM completion request; LMIError(400) names the field or unknown key.
 
     completion_fields: the names vLLM's CompletionRequest takes; what becomes of every other name:
     entrypoint.lmi.parameter_names (None: unknown names are not checked). details_default: `details` where the body
     does not say (true under option.tgi_compat, as in LMI)."""
+    refuse_unknown_keys(body, completion_fields)
     inputs = body.get("inputs")
     batch = isinstance(inputs, list)
     # vLLM refuses an empty prompt in its own words ("The decoder prompt cannot be empty")
@@ -285,6 +286,15 @@ def parse_lmi_request(
     details_asked = _want_bool(params, "details")
     details = details_default if details_asked is None else details_asked
     decoder_input_details = bool(_want_bool(params, "decoder_input_details"))
+    if decoder_input_details and stream:
+        # A stream's lines have no place for the prompt's tokens (LMI's and TGI's last stream details carry no
+        # prefill), so the flag would be dropped without a word; TGI refuses it too ("`decoder_input_details` == true
+        # is not supported when streaming tokens").
+        raise field_error(
+            "parameters.decoder_input_details",
+            decoder_input_details,
+            'false or null when "stream" is true (a stream carries no details.prefill; send "stream": false to get it)',
+        )
     return_full_text = bool(_want_bool(params, "return_full_text"))
     ignore_eos = bool(_want_bool(params, "ignore_eos_token"))
     stops = _stop_list(params)
@@ -317,7 +327,7 @@ def parse_lmi_request(
         completion["ignore_eos"] = True
     if details:
         completion["logprobs"] = 0  # the sampled token's logprob only
-    if decoder_input_details and not stream:
+    if decoder_input_details:
         completion["prompt_logprobs"] = 0
     if details or decoder_input_details or stream:
         completion["return_token_ids"] = True  # ids for details.tokens and stream token lines
@@ -328,7 +338,7 @@ def parse_lmi_request(
         stream=stream,
         batch=batch,
         details=details,
-        decoder_input_details=decoder_input_details and not stream,
+        decoder_input_details=decoder_input_details,
         seed=seed,
         return_full_text=return_full_text,
         inputs=tuple(items),

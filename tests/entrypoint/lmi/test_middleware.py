@@ -180,6 +180,31 @@ def test_an_lmi_parameter_vllm_would_ignore_is_refused_before_vllm(stream: bool)
     assert app.state.last_seen["body"] == {"min_tokens": 2, "prompt": "answer", "max_tokens": 30, "temperature": 0.0}
 
 
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        pytest.param({"inputs": "answer", "parameter": {"max_new_tokens": 500}},
+                     "parameter={'max_new_tokens': 500}: not a top-level key of an LMI body (did you mean parameters?)",
+                     id="a typo of parameters"),
+        pytest.param({"inputs": "answer", "max_new_tokens": 500, "temperature": 0.9},
+                     'max_new_tokens=500: not a top-level key of an LMI body; max_new_tokens is a parameter: send it '
+                     'inside "parameters"', id="parameters beside inputs"),
+        pytest.param({"inputs": "answer", "stream": True, "parameters": {"decoder_input_details": True}},
+                     'parameters.decoder_input_details=True: expected false or null when "stream" is true',
+                     id="decoder_input_details in a stream"),
+    ],
+)  # fmt: skip
+def test_what_the_translation_would_drop_is_refused_before_vllm(body: dict[str, Any], message: str) -> None:
+    """Both ran with defaults before (30 tokens, greedy; no prefill), and a stream answered 200: now an HTTP 400."""
+    app = make_app()
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
+    response = run(client.post("/invocations", json=body))
+    assert response.status_code == 400, response.text
+    assert response.json() == {"code": 400, "error": response.json()["error"]}
+    assert response.json()["error"].startswith(f"Input parsing failed: {message}")
+    assert not hasattr(app.state, "last_seen")
+
+
 # TGI's Python client (text_generation.Client.generate) sends every field of its Parameters model, unset ones as null,
 # and always details=true. (It reads the answer as a list and its stream as SSE, unlike LMI's: option.tgi_compat gives
 # those, test_tgi_compat.py; huggingface_hub's InferenceClient strips the nulls and reads LMI's unary answers.)

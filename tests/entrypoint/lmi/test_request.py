@@ -306,6 +306,80 @@ def test_without_vllms_field_list_other_names_pass_through() -> None:
     assert _completion({"colour": "red"}, fields=None)["colour"] == "red"
 
 
+TOP_LEVEL = "accepted at the top level: inputs, parameters, stream"
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        pytest.param({"inputs": "hi", "parameter": {"max_new_tokens": 500}},
+                     "parameter={'max_new_tokens': 500}: not a top-level key of an LMI body (did you mean "
+                     "parameters?); " + TOP_LEVEL, id="a typo of parameters"),
+        pytest.param({"inputs": "hi", "max_new_tokens": 500, "temperature": 0.9},
+                     'max_new_tokens=500: not a top-level key of an LMI body; max_new_tokens is a parameter: send it '
+                     'inside "parameters", as {"inputs": ..., "parameters": {"max_new_tokens": ...}}; ' + TOP_LEVEL,
+                     id="LMI parameters beside inputs"),
+        pytest.param({"inputs": "hi", "min_tokens": 2}, "min_tokens=2: not a top-level key of an LMI body; min_tokens "
+                     'is a parameter: send it inside "parameters"', id="a vLLM parameter beside inputs"),
+        pytest.param({"inputs": "hi", "max_tokens": 5}, "max_tokens=5: not a top-level key of an LMI body; accepted "
+                     "instead: parameters.max_new_tokens; " + TOP_LEVEL, id="vLLM's twin of an LMI name"),
+        pytest.param({"inputs": "hi", "model": "m"}, "model='m': not a top-level key of an LMI body; accepted instead: "
+                     "no model name", id="a model name"),
+        pytest.param({"inputs": "hi", "max_new_token": 5}, "max_new_token=5: not a top-level key of an LMI body (did "
+                     "you mean parameters.max_new_tokens?)", id="a typo of a parameter beside inputs"),
+        pytest.param({"inputs": "hi", "streaming": True}, "streaming=True: not a top-level key of an LMI body (did you "
+                     "mean stream?)", id="a typo of stream"),
+        pytest.param({"inputs": "hi", "colour": "x" * 100}, f"colour='{'x' * 76}...: not a top-level key of an LMI "
+                     "body; " + TOP_LEVEL, id="no near name, a long value cut"),
+        pytest.param({"inputs": "hi", "n": 1}, "n=1: not a top-level key of an LMI body", id="even a neutral value"),
+        pytest.param({"inputs": "hi", 3: 1}, "3=1: not a top-level key", id="a key that is no string"),
+    ],
+)  # fmt: skip
+def test_a_top_level_key_an_lmi_body_does_not_take_is_refused(body: dict[Any, Any], message: str) -> None:
+    """The translation reads only inputs, parameters and stream: any other key would be dropped, and the request run
+    with LMI's defaults (30 tokens, greedy) without a word, as an unknown name inside parameters would."""
+    for fields in (SOME_COMPLETION_FIELDS, None):
+        if fields is None and "min_tokens" in body:
+            continue  # without vLLM's list min_tokens is not known as a parameter (checked below)
+        with pytest.raises(LMIError) as refused:
+            parse_lmi_request(body, fields)
+        assert refused.value.code == 400 and refused.value.message.startswith(f"Input parsing failed: {message}")
+
+
+def test_a_top_level_key_is_refused_without_vllms_field_list_too() -> None:
+    """Without vLLM's list (not importable) vLLM's parameter names are unknown, so no hint says where they go."""
+    with pytest.raises(LMIError) as refused:
+        parse_lmi_request({"inputs": "hi", "min_tokens": 2}, None)
+    assert refused.value.code == 400
+    assert refused.value.message.startswith("Input parsing failed: min_tokens=2: not a top-level key of an LMI body")
+    assert refused.value.message.endswith(TOP_LEVEL) and "is a parameter" not in refused.value.message
+
+
+def test_the_top_level_keys_tgi_and_lmi_clients_send_are_accepted() -> None:
+    body = {"inputs": "hi", "parameters": {"max_new_tokens": 4}, "stream": False}  # TGI's and LMI's clients' shape
+    assert parse_lmi_request(body, SOME_COMPLETION_FIELDS).completion["max_tokens"] == 4
+    assert parse_lmi_request({"inputs": "hi", "parameters": None}).completion["max_tokens"] == 30
+
+
+@pytest.mark.parametrize("details_default", [False, True], ids=["LMI", "tgi_compat"])
+def test_decoder_input_details_in_a_stream_is_refused_not_dropped(details_default: bool) -> None:
+    """A stream has no details.prefill: the flag would be ignored without a word. TGI refuses it too."""
+    body = {"inputs": "hi", "stream": True, "parameters": {"decoder_input_details": True, "details": True}}
+    with pytest.raises(LMIError) as refused:
+        parse_lmi_request(body, SOME_COMPLETION_FIELDS, details_default=details_default)
+    assert refused.value.code == 400
+    assert refused.value.message == (
+        'Input parsing failed: parameters.decoder_input_details=True: expected false or null when "stream" is true '
+        '(a stream carries no details.prefill; send "stream": false to get it)'
+    )
+    for off in (False, None):  # what TGI's and huggingface_hub's clients send
+        body["parameters"]["decoder_input_details"] = off
+        assert "prompt_logprobs" not in parse_lmi_request(body, details_default=details_default).completion
+    body = {**body, "stream": False, "parameters": {"decoder_input_details": True}}
+    req = parse_lmi_request(body, details_default=details_default)
+    assert req.decoder_input_details and req.completion["prompt_logprobs"] == 0
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
     [
