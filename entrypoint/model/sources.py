@@ -26,6 +26,7 @@ from typing import Any
 from entrypoint.model.config_json import CONFIG_FILE, HF_QUANT_CONFIG_FILE
 from entrypoint.model.s3 import MODEL_KEY, S3Location, read_s3_object, s3_client, sync_s3_prefix
 from entrypoint.utils.errors import ConfigError
+from entrypoint.utils.redact import redact_url_userinfo
 
 ACCEPTED_MODELS = (
     "a local directory containing config.json (default /opt/ml/model)",
@@ -34,6 +35,7 @@ ACCEPTED_MODELS = (
 )
 # Hub ids are `name` or `org/name`; anything with more slashes is a path.
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?$")
+S3_USERINFO = "an S3 URI carries no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE"
 MAX_CONFIG_BYTES = 16 << 20  # config files are kilobytes; refuse to buffer a mislabelled shard
 
 
@@ -47,10 +49,15 @@ def classify_model(model: str) -> ModelLocation:
     """Which kind of location `model` names. Raises ConfigError for something that is none of them."""
     if not isinstance(model, str) or not model.strip():
         raise ConfigError(MODEL_KEY, model, "empty model location", ACCEPTED_MODELS)
+    # The only models that reach an error message or log line with a `scheme://` are refused or let through here, so a
+    # password in one (`https://user:pw@host/...`) is hidden here once, as the plan's log hides it (utils.redact).
     if model.startswith("s3://"):
+        if "@" in model.removeprefix("s3://").partition("/")[0]:
+            # S3 bucket names never hold @: this is `user:password@`, which S3 URIs do not carry (and would echo)
+            raise ConfigError(MODEL_KEY, redact_url_userinfo(model), S3_USERINFO, ACCEPTED_MODELS)
         return ModelLocation.S3
     if "://" in model:
-        raise ConfigError(MODEL_KEY, model, "unsupported URL scheme", ACCEPTED_MODELS)
+        raise ConfigError(MODEL_KEY, redact_url_userinfo(model), "unsupported URL scheme", ACCEPTED_MODELS)
     if Path(model).expanduser().exists() or model.startswith(("/", "./", "../", "~")) or model in (".", ".."):
         return ModelLocation.LOCAL
     if HUB_ID.match(model):

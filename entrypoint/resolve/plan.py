@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 from entrypoint.config.moe import MoeBackend, MoeKernel
 from entrypoint.model.types import ModelDescription, MoEShape, Quantization
 from entrypoint.resolve.gpu_types import GpuSummary
-from entrypoint.utils.redact import redact_args, redact_env, scrub, secret_values
+from entrypoint.utils.redact import redact_args, redact_env, redact_url_userinfo, scrub, secret_values
 
 
 class PlanQuantization(Quantization):
@@ -64,7 +64,8 @@ class Plan(BaseModel):
     node_role: str = "single"  # single, head or worker (entrypoint.resolve.multinode); a worker runs --headless
 
     def redacted(self) -> Plan:
-        """This plan as it may be shown: secret flag and env values (--api-key, HF_TOKEN) are ***.
+        """This plan as it may be shown: secret flag and env values (--api-key, HF_TOKEN) are ***, and so is the
+        password of any `scheme://user:password@` URL in an argument, env value or reason.
 
         Every view of a plan (entrypoint.resolve.render, `resolve --json`) shows this copy; only the
         argv and env handed to exec are the real ones.
@@ -74,8 +75,9 @@ class Plan(BaseModel):
             update={
                 "vllm_args": tuple(redact_args(self.vllm_args, secrets)),
                 "env": redact_env(self.env, secrets),
-                "reasons": tuple(scrub(line, secrets) for line in self.reasons),
-                "ignored_options": tuple(scrub(line, secrets) for line in self.ignored_options),
+                # reasons may echo an option's value, a URL with a password among them
+                "reasons": tuple(scrub(redact_url_userinfo(line), secrets) for line in self.reasons),
+                "ignored_options": tuple(scrub(redact_url_userinfo(line), secrets) for line in self.ignored_options),
             }
         )
 

@@ -12,6 +12,9 @@ Which names are secret, by word (split on "-" and "_"), so that counts and paths
 - inside another value: a JSON option (`--hf-overrides '{"api_key": "…"}'`) has the values of its
   secret-named keys hidden, at any depth, by the env-name rule; and a known secret value (from a secret
   flag or env) is hidden wherever else it appears (a URL, another option, a reason line).
+- a URL's userinfo, in any argv element, env value or reason line (and in a refused model source's error,
+  entrypoint.model.sources): `scheme://user:PASSWORD@host` shows `scheme://user:***@host`, and `scheme://TOKEN@host`
+  (no colon: the one part is as likely a token as a user name) shows `scheme://***@host`.
 """
 
 from __future__ import annotations
@@ -26,6 +29,10 @@ _SECRET_SUFFIXES = ("token", "key", "secret", "password", "passwd", "credential"
 # A secret shorter than this is not searched for in free text (reasons): it would blank out
 # ordinary words; it is still hidden where it stands as a flag value or an env value.
 _MIN_SCRUB_CHARS = 4
+# `scheme://userinfo@`: the authority ends at / ? # (RFC 3986), and also at whitespace, quotes and <> so that the match
+# never runs out of a URL inside JSON, a repr or a sentence. Greedy up to the authority's LAST @, as urllib splits
+# netloc: a password with a raw @ in it is still hidden whole.
+_URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/?#\s\"'<>]*)@")
 
 
 def _words(name: str) -> list[str]:
@@ -108,9 +115,24 @@ def redact_json_value(value: str) -> str:
     return json.dumps(hidden, separators=(",", ":")) if changed else value
 
 
+def _mask_userinfo(match: re.Match[str]) -> str:
+    if not match["userinfo"]:
+        return match[0]  # `scheme://@host`: nothing to hide
+    user, colon, _password = match["userinfo"].partition(":")
+    # keep the user name where a password follows it (it says which account); a lone part may itself be the token
+    shown = f"{user}:{REDACTED}" if colon else REDACTED
+    return f"{match['scheme']}{shown}@"
+
+
+def redact_url_userinfo(text: str) -> str:
+    """`text` with the password of every `scheme://user:password@` URL in it ***, or the whole userinfo when it has no
+    colon (`https://TOKEN@host`); the rest of each URL, and any text around it, is unchanged."""
+    return _URL_USERINFO.sub(_mask_userinfo, text) if "://" in text else text
+
+
 def _hide_inside(value: str, secrets: Sequence[str]) -> str:
-    """A value that is not itself secret, with secrets inside it hidden (JSON keys, known values)."""
-    return scrub(redact_json_value(value), secrets)
+    """A value that is not itself secret, with secrets inside it hidden (JSON keys, URL passwords, known values)."""
+    return scrub(redact_url_userinfo(redact_json_value(value)), secrets)
 
 
 def redact_args(args: Sequence[str], secrets: Iterable[str] = ()) -> list[str]:

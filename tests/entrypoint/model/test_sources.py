@@ -94,6 +94,21 @@ def test_unsupported_model_location_is_refused(model: str) -> None:
         classify_model(model)
 
 
+@pytest.mark.parametrize(
+    ("model", "shown"),
+    [
+        ("https://alice:s3cr3tpw@models.internal/qwen", "'https://alice:***@models.internal/qwen': unsupported URL"),
+        ("s3://AKIAEXAMPLE:s3cr3tpw@bucket/qwen", "'s3://AKIAEXAMPLE:***@bucket/qwen': an S3 URI carries no"),
+    ],
+    ids=["an https URL's password", "an S3 URI's user:password"],
+)
+def test_a_refused_model_url_shows_its_user_but_not_its_password(model: str, shown: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        classify_model(model)
+    assert "s3cr3tpw" not in str(info.value) and "s3cr3tpw" not in repr(info.value.value)
+    assert shown in str(info.value)  # the user and host still say which URL was meant
+
+
 def test_download_of_a_local_directory_returns_it_unchanged(tmp_path: Path) -> None:
     assert download_model(str(QWEN), tmp_path / "unused", environ={}) == QWEN
     assert not (tmp_path / "unused").exists()

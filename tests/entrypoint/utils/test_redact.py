@@ -12,7 +12,14 @@ from entrypoint.inputs.gather import build_plan
 from entrypoint.resolve.plan import Plan
 from entrypoint.resolve.render import render_plan
 from entrypoint.serve import plan_log_lines, vllm_command
-from entrypoint.utils.redact import REDACTED, is_secret_env, is_secret_label, redact_args, redact_env
+from entrypoint.utils.redact import (
+    REDACTED,
+    is_secret_env,
+    is_secret_label,
+    redact_args,
+    redact_env,
+    redact_url_userinfo,
+)
 from sagemaker_deploy.instance_plan import plan_json, plan_text
 from tests.conftest_paths import FIXTURE_MODELS
 
@@ -161,3 +168,48 @@ def test_secrets_inside_other_values_are_hidden_and_plain_json_stays_as_written(
 )
 def test_an_error_label_names_a_secret_by_its_option_not_its_path(label: str, secret: bool) -> None:
     assert is_secret_label(label) is secret
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("http://user:hunter2@collector:4317", "http://user:***@collector:4317"),
+        ("https://ghp_T0KEN@github.com/o/r.git", "https://***@github.com/o/r.git"),  # a lone part may be the token
+        ("redis://:hunter2@cache:6379/0", "redis://:***@cache:6379/0"),
+        ("http://u:p@ss@h/x?next=a@b", "http://u:***@h/x?next=a@b"),  # a raw @ in the password; the query's stays
+        ('{"a":"http://h","b":"x@y"}', '{"a":"http://h","b":"x@y"}'),  # never runs out of a JSON string
+        ("https://example.com/m and user@mail", "https://example.com/m and user@mail"),
+        ("s3://bucket/prefix", "s3://bucket/prefix"),
+    ],
+    ids=["user and password", "token alone", "password alone", "raw @", "no userinfo in JSON", "no userinfo", "s3"],
+)
+def test_url_userinfo_is_hidden_and_the_rest_of_the_text_kept(text: str, shown: str) -> None:
+    assert redact_url_userinfo(text) == shown
+
+
+def test_a_url_password_is_hidden_in_every_argv_form_env_value_and_json_value() -> None:
+    endpoint = "http://user:hunter2@collector:4317"
+    plan = Plan(
+        model="m",
+        vllm_args=("m", "--otlp-traces-endpoint", endpoint, "--kv-events-config=tcp://k:hunter2@broker:5557",
+                   "--kv-transfer-config", json.dumps({"kv_connector": "x", "url": endpoint})),
+        env={"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint},
+        reasons=(f"option.otlp_traces_endpoint={endpoint} passed on",),
+    )  # fmt: skip
+    for shown in ("\n".join(plan_log_lines(plan)), render_plan(plan), plan.to_json()):
+        assert "hunter2" not in shown
+        assert "user:***@collector:4317" in shown and "k:***@broker:5557" in shown
+    shown_plan = plan.redacted()
+    assert shown_plan.vllm_args[2] == "http://user:***@collector:4317"
+    assert shown_plan.vllm_args[3] == "--kv-events-config=tcp://k:***@broker:5557"
+    assert json.loads(shown_plan.vllm_args[5]) == {"kv_connector": "x", "url": "http://user:***@collector:4317"}
+    assert shown_plan.env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://user:***@collector:4317"
+    assert plan.vllm_args[2] == endpoint  # the argv for exec is untouched
+
+
+def test_an_otlp_endpoints_password_is_not_in_the_startup_log() -> None:
+    environ = {"OPTION_OTLP_TRACES_ENDPOINT": "http://user:hunter2@collector:4317"}
+    plan = build_plan(model=MODEL, gpu="H200", num_gpus=8, vllm_version="0.32.0", environ=environ)
+    log = "\n".join(plan_log_lines(plan))
+    assert "hunter2" not in log and "--otlp-traces-endpoint 'http://user:***@collector:4317'" in log
+    assert "http://user:hunter2@collector:4317" in vllm_command(plan)  # vLLM still gets the real endpoint
