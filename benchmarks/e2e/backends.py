@@ -138,12 +138,14 @@ SERVER_ONLY_ENVS = frozenset({*WARMUP_ENVS, *RESPONSE_FORMAT_ENVS})
 
 
 def _identity(setup: EngineSetup, shape: MoEShape) -> tuple[str, tuple[tuple[str, str], ...]]:
-    """What the engine really runs: a tuned-config folder with no file for this shape changes nothing, nor do the
-    server's warm-up and the shape of its LMI answers."""
+    """What the engine really runs: a tuned-config folder with no file for this shape changes nothing, nor does the
+    kernel variable naming vLLM's kernel, the server's warm-up or the shape of its LMI answers."""
     env = {k: v for k, v in setup.env.items() if k not in SERVER_ONLY_ENVS}
     folder = env.get(TUNED_ENV)
     if folder is not None and not tuned_files_for(shape, Path(folder)):
         del env[TUNED_ENV]
+    if KERNEL_ENV in env and env[KERNEL_ENV] != "project":  # the plugin runs ours only on "project"; "vllm" = unset
+        del env[KERNEL_ENV]
     return (setup.moe_backend or "auto", tuple(sorted(env.items())))
 
 

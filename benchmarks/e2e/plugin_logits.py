@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{REPEAT}: the same engine started again (the control)", flush=True)
     command = served.row_command(plan, control, environ, options)
     results[REPEAT] = run_row(command, plan.model, port, prompt_ids, args, args.out_dir / f"{REPEAT}.log")
-    plugin_on = be.KERNEL_ENV in plan.env
+    plugin_on = plan.env.get(be.KERNEL_ENV) == "project"  # the plugin runs ours only then ("vllm": off)
     rows = [
         {"pair": pair, "prompt": i, **compare(a, b, args.steps), "plugin_on": plugin_on}
         for pair, (left, right) in PAIRS.items()

@@ -76,10 +76,10 @@ def _project_row(ctx: KernelContext) -> tuple[DispatchRow | None, str]:
         return None, "the CPU engine runs vLLM's CPU MoE kernel"
     kind = _scale_kind(model)
     if kind is None:
-        return (
-            None,
-            f"our kernel was measured on per-tensor static and 128-block FP8, not {model.quantization.summary()}",
-        )
+        scheme = model.quantization.summary()
+        # FP8: the whole line (which scale kind it is); another format by its name alone, to keep one short line
+        shown = scheme if model.quantization.is_fp8 else scheme.split(":")[0]
+        return None, f"ours is measured on static per-tensor or 128-block FP8 only, not {shown}"
     if ctx.deep_gemm_forced:
         return None, f"{ctx.deep_gemm_forced}=1 makes vLLM run DeepGEMM with Triton only as its fallback"
     if ctx.effective_backend != "triton":
@@ -120,12 +120,19 @@ def _table_name(table: DispatchTable) -> str:
     return "kernels/fused_moe_dispatch.json" if table.source == str(DISPATCH_FILE) else table.source
 
 
+# Set on every plan, not only "project": the plugin reads the variable in vLLM's processes, so one left in the
+# container's environment would otherwise override a plan that chose vLLM's kernel.
+_VLLM_ENV = {KERNEL_ENV: MoeKernel.VLLM.value}
+
+
 def choose_moe_kernel(settings: Settings, ctx: KernelContext) -> KernelChoice:
     """The kernel choice and its one reason line; ConfigError for an explicit `project` that cannot run."""
     user = settings.moe_kernel
     if user is MoeKernel.VLLM:
         source = settings.sources.get("moe_kernel", "option.moe_kernel")
-        return KernelChoice(MoeKernel.VLLM, f"moe_kernel: vllm (user setting from {source}): vLLM's fused-MoE kernels")
+        return KernelChoice(
+            MoeKernel.VLLM, f"moe_kernel: vllm (user setting from {source}): vLLM's fused-MoE kernels", dict(_VLLM_ENV)
+        )
     row, why = _project_row(ctx)
     if row is None and user is MoeKernel.PROJECT:
         raise ConfigError(
@@ -135,7 +142,7 @@ def choose_moe_kernel(settings: Settings, ctx: KernelContext) -> KernelChoice:
             (MoeKernel.AUTO.value, MoeKernel.VLLM.value),
         )
     if row is None:
-        return KernelChoice(MoeKernel.VLLM, f"moe_kernel: vllm (auto: {why})")
+        return KernelChoice(MoeKernel.VLLM, f"moe_kernel: vllm (auto: {why}; {OUR_KERNEL_DOC})", dict(_VLLM_ENV))
     origin = "user setting" if user is MoeKernel.PROJECT else "auto"
     table = ctx.table
     assert table is not None

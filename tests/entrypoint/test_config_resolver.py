@@ -229,8 +229,9 @@ def test_flashinfer_does_not_get_the_tuned_folder():
         CAPS,
         tuned=(TUNED,),
     )
-    # nothing of the MoE kernels' (the warm-up: tests/entrypoint/resolve; LMI's answer format: test_response_format)
-    assert plan.env == {"MOE_WARMUP": "on", **ResponseFormat().env()}
+    # no tile folder; vLLM's kernel named (so a stray variable cannot turn ours on); the warm-up
+    # (tests/entrypoint/resolve); LMI's answer format (test_response_format)
+    assert plan.env == {"MOE_WARMUP": "on", "MOE_SERVING_MOE_KERNEL": "vllm", **ResponseFormat().env()}
 
 
 @pytest.mark.parametrize("scheme", ["native fp8 static", "fp8 block", "nvfp4", "mxfp4"])

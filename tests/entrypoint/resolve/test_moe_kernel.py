@@ -70,7 +70,7 @@ def test_block_fp8_deepseek_at_tp8_uses_its_row():
 )
 def test_auto_keeps_vllms_kernel_and_says_why(kwargs, why):
     plan = plan_for(**kwargs)
-    assert plan.moe_kernel is MoeKernel.VLLM and KERNEL_ENV not in plan.env
+    assert plan.moe_kernel is MoeKernel.VLLM and plan.env[KERNEL_ENV] == "vllm"
     (line,) = [r for r in plan.reasons if r.startswith("moe_kernel:")]
     assert line.startswith("moe_kernel: vllm (auto: ") and why in line
 
@@ -91,8 +91,19 @@ def test_an_explicit_project_where_it_can_run_is_the_users_choice():
 
 def test_vllm_turns_it_off_even_where_the_table_has_a_row():
     plan = plan_for(moe_kernel="vllm")
-    assert plan.moe_kernel is MoeKernel.VLLM and KERNEL_ENV not in plan.env
+    assert plan.moe_kernel is MoeKernel.VLLM and plan.env[KERNEL_ENV] == "vllm"
     assert any(r.startswith("moe_kernel: vllm (user setting from ") for r in plan.reasons)
+
+
+@pytest.mark.parametrize("options", [{"moe_kernel": "vllm"}, {"moe": MIXTRAL}], ids=["user setting", "auto"])
+def test_a_stray_kernel_variable_in_the_container_cannot_override_a_plan_for_vllms_kernel(options):
+    """The plugin reads MOE_SERVING_MOE_KERNEL inside vLLM's processes: the plan's value must reach them over one
+    the container was started with."""
+    from entrypoint.serve import vllm_environment
+
+    plan = plan_for(**options)
+    assert plan.moe_kernel is MoeKernel.VLLM
+    assert vllm_environment(plan, {KERNEL_ENV: "project"})[KERNEL_ENV] == "vllm"
 
 
 @pytest.mark.parametrize("version", ["0.33.0", "0.28.0"])
@@ -117,7 +128,7 @@ def test_block_fp8_whose_scale_blocks_vllm_refines_keeps_vllms_kernel():
     plan = plan_for("fp8 block", qwen235, num_gpus="8", tensor_parallel_degree="8")
     assert plan.moe_kernel is MoeKernel.VLLM and plan.effective_moe_backend == "triton"
     assert any("refines the 128x128 scale blocks to 64x64 for 192 columns per GPU" in r for r in plan.reasons)
-    assert any("moe_kernel: vllm (auto: our kernel was measured on per-tensor static and 128-block" in r
+    assert any("moe_kernel: vllm (auto: ours is measured on static per-tensor or 128-block" in r
                for r in plan.reasons)  # fmt: skip
 
 
@@ -148,7 +159,7 @@ def test_without_the_plugins_entry_point_auto_keeps_vllms_kernel_and_project_is_
     # entry point and the plan's MOE_SERVING_MOE_KERNEL=project reached an engine that never loaded the plugin
     gpus = simulate_gpus("H200")
     plan = resolve(settings(), described("native fp8 static"), gpus, CAPS, dispatch=TABLE, plugin_installed=False)
-    assert plan.moe_kernel is MoeKernel.VLLM and KERNEL_ENV not in plan.env
+    assert plan.moe_kernel is MoeKernel.VLLM and plan.env[KERNEL_ENV] == "vllm"
     (line,) = [r for r in plan.reasons if r.startswith("moe_kernel:")]
     assert "vLLM would not load the plugin: its entry point (vllm.general_plugins: moe_serving_fused_moe" in line
     with pytest.raises(ConfigError, match="option.moe_kernel='project': .*entry point"):
