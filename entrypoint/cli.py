@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,10 +31,43 @@ def _tune_arguments(parser: argparse.ArgumentParser, default: str, about: str) -
     parser.add_argument("--tune", default=default, help=f"{', '.join(MODES)} (default {default}; {about})")
     parser.add_argument(
         "--tune-budget-s",
-        type=float,
+        type=_positive_seconds,
         default=DEFAULT_BUDGET_S,
         help=f"seconds the tune may take in all (default {DEFAULT_BUDGET_S:.0f}); a killed tune resumes",
     )
+
+
+# argparse types: a bad value is argparse's usage error (exit 2, the argument and value named), not a traceback later
+def _positive_int(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: accepted: a whole number >= 1")
+    return int(text)
+
+
+def _tcp_port(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or not 0 < int(text) < 65536:
+        raise argparse.ArgumentTypeError(f"{text!r}: accepted: a TCP port, 1-65535")
+    return int(text)
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        seconds = float(text) if text.isascii() else math.nan
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: accepted: a finite number of seconds > 0, e.g. 240")
+    return seconds
+
+
+def _vllm_version(text: str) -> str:
+    from entrypoint.resolve.vllm_caps import parse_version
+
+    try:
+        parse_version(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: accepted: a vLLM version such as 0.32.0") from None
+    return text
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,8 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _model_arguments(resolve)
     resolve.add_argument("--gpu", help="simulate a GPU: H200, H100, B200, A100, L40S, A10G, L4, sm_XY or cpu")
-    resolve.add_argument("--num-gpus", type=int, help="number of (simulated or detected) GPUs")
-    resolve.add_argument("--vllm-version", help="plan for this vLLM version instead of the installed one")
+    resolve.add_argument("--num-gpus", type=_positive_int, help="number of (simulated or detected) GPUs")
+    resolve.add_argument(
+        "--vllm-version", type=_vllm_version, help="plan for this vLLM version instead of the installed one"
+    )
     resolve.add_argument(
         "--json",
         action="store_true",
@@ -58,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="resolve, fetch the model if remote, and exec vLLM (what the image runs)")
     _model_arguments(serve)
     serve.add_argument("--host", help="bind address (default 0.0.0.0)")
-    serve.add_argument("--port", type=int, help="port (default ${SAGEMAKER_BIND_TO_PORT:-8080})")
+    serve.add_argument("--port", type=_tcp_port, help="port (default ${SAGEMAKER_BIND_TO_PORT:-8080})")
 
     bake = commands.add_parser(
         "bake-cache",
@@ -80,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     _tune_arguments(tune, "on", "on: refuse without a GPU")
 
     local = commands.add_parser("run-local", help="serve the embedded tiny MoE model on 127.0.0.1 (CPU engine)")
-    local.add_argument("--port", type=int, help="port (default ${SAGEMAKER_BIND_TO_PORT:-8080})")
+    local.add_argument("--port", type=_tcp_port, help="port (default ${SAGEMAKER_BIND_TO_PORT:-8080})")
     return parser
 
 

@@ -48,6 +48,8 @@ LEGACY_FLASHINFER_ENV = (
 DEEP_GEMM_ENV = ("VLLM_USE_DEEP_GEMM", "VLLM_MOE_USE_DEEP_GEMM")
 _CPU_REFUSED_WEIGHTS = (WeightDtype.FP8, WeightDtype.NVFP4, WeightDtype.MXFP4, WeightDtype.INT8)
 
+RULES_DOC = "docs/resolver-rules.md"  # the rules, what vLLM picks by itself, and its block refinement
+
 
 @dataclass(frozen=True)
 class BackendChoice:
@@ -94,7 +96,7 @@ def _choose_backend(
         MoeBackend.AUTO,
         auto_backend,
         "vllm-auto",
-        f"moe_backend: not passed; vLLM will pick {auto_backend}: {auto_why}",
+        f"moe_backend: not passed; vLLM will pick {auto_backend}: {auto_why} ({RULES_DOC})",
     )
 
 
@@ -146,9 +148,9 @@ def _check_block_fp8_split(
     )  # fmt: skip
     if found.outcome == "refined":
         effective = model.model_copy(update={"quantization": quant.model_copy(update={"block_shape": found.block})})
-        return effective, f"block fp8 split over {tp} GPUs: {found.reason}"
+        return effective, f"block fp8 split over {tp} GPUs: {found.reason} ({RULES_DOC})"
     if found.outcome == "padded":
-        return model, f"block fp8 split over {tp} GPUs: {found.reason}"
+        return model, f"block fp8 split over {tp} GPUs: {found.reason} ({RULES_DOC})"
     if found.outcome == "fits":
         return model, None
     key = "tensor_parallel_degree" if "tensor_parallel_degree" in settings.options else "tensor_parallel_size"

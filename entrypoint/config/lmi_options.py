@@ -140,6 +140,9 @@ ENV_SERVER_ALIASES: tuple[tuple[str, str], ...] = (("MAX_CONCURRENT_REQUESTS", "
 
 # LMI option name → vLLM engine argument it becomes (value transformed by entrypoint.resolve.engine_args).
 LMI_TO_VLLM: dict[str, str] = {option.key: option.vllm for option in LMI_OPTIONS if option.vllm}
+# Both names of one setting, each way (tensor_parallel_degree <-> tensor_parallel_size); every vLLM name has one
+# LMI name (tests/entrypoint/test_settings.py).
+OPTION_TWINS: dict[str, str] = {**LMI_TO_VLLM, **{vllm: lmi for lmi, vllm in LMI_TO_VLLM.items()}}
 
 # LMI dtype spellings → vLLM --dtype values.
 DTYPE_NAMES: dict[str, str] = {

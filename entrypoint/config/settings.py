@@ -18,7 +18,13 @@ from typing import Any
 import javaproperties
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from entrypoint.config.lmi_options import CUDA_GRAPHS_ENV, ENV_ALIASES, ENV_SERVER_ALIASES, PROJECT_OPTIONS
+from entrypoint.config.lmi_options import (
+    CUDA_GRAPHS_ENV,
+    ENV_ALIASES,
+    ENV_SERVER_ALIASES,
+    OPTION_TWINS,
+    PROJECT_OPTIONS,
+)
 from entrypoint.config.moe import MoeBackend, MoeKernel, parse_moe_backend, parse_moe_kernel
 from entrypoint.config.node_role import NodeRole, parse_node_role
 from entrypoint.config.response_format import parse_response_format
@@ -124,7 +130,9 @@ def _unencodable(text: str) -> str | None:
 def read_properties(path: Path) -> dict[str, str]:
     """Java-properties syntax (escapes, continuation lines, `:` separators) via javaproperties."""
     try:
-        with path.open(encoding="utf-8") as handle:
+        # utf-8-sig: an editor's byte-order mark would otherwise become part of the first key, which then reads as
+        # an unknown key and is ignored while the line looks right
+        with path.open(encoding="utf-8-sig") as handle:
             pairs = javaproperties.load(handle, object_pairs_hook=list)
     except FileNotFoundError as exc:
         raise ConfigError("--properties", str(path), "file not found") from exc
@@ -186,11 +194,22 @@ def _split_properties(raw: Mapping[str, str]) -> tuple[dict[str, str], dict[str,
 
 
 def _env_options(environ: Mapping[str, str]) -> dict[str, tuple[str, str]]:
-    """OPTION_FOO_BAR=v → {"foo_bar": (v, "env:OPTION_FOO_BAR")}; empty values are ignored (LMI)."""
+    """OPTION_FOO_BAR=v → {"foo_bar": (v, "env:OPTION_FOO_BAR")}; empty values are ignored (LMI). Two spellings of
+    one option (`OPTION_MAX_MODEL_LEN`, `OPTION_max_model_len`) with different values are refused: which one wins
+    would depend on the environment's order, as in the properties file (_without_conflicts)."""
     found: dict[str, tuple[str, str]] = {}
     for name, value in environ.items():
-        if name.startswith(ENV_OPTION_PREFIX) and value.strip():
-            found[normalise_key(name[len(ENV_OPTION_PREFIX) :])] = (value.strip(), f"env:{name}")
+        if not (name.startswith(ENV_OPTION_PREFIX) and value.strip()):
+            continue
+        key = normalise_key(name[len(ENV_OPTION_PREFIX) :])
+        if key in found and found[key][0] != value.strip():
+            first_value, first_origin = found[key]
+            raise ConfigError(
+                f"{first_origin.removeprefix('env:')} / {name}", f"{first_value} / {value.strip()}",
+                "two spellings of one option set to different values", "one variable per option",
+                hide_value=is_secret_label(key),
+            )  # fmt: skip
+        found[key] = (value.strip(), f"env:{name}")
     return found
 
 
@@ -250,21 +269,28 @@ def fallback_model(environ: Mapping[str, str], model_dir: Path = Path(DEFAULT_MO
     return fallback, why
 
 
-# LMI's request-size knob; the middleware inside vLLM's server reads it (entrypoint.lmi.middleware.MAX_PAYLOAD_ENV,
-# the same name): checked here too, where a bad value can still stop the start with exit 2
+# Variables read inside vLLM's server, where a bad value can only be logged: checked here too, where it can still stop
+# the start with exit 2. LMI's request-size knob (entrypoint.lmi.middleware.MAX_PAYLOAD_ENV, the same name) and the
+# longest /ping waits for the warm-up (entrypoint.lmi.warmup_gate.TIMEOUT_ENV).
 MAX_PAYLOAD_ENV = "SAGEMAKER_MAX_PAYLOAD_IN_MB"
+WARMUP_TIMEOUT_ENV = "MOE_WARMUP_TIMEOUT_S"
+_SERVER_NUMBERS = {
+    MAX_PAYLOAD_ENV: ("must be a positive number of megabytes", ("6", "25", "0.5")),
+    WARMUP_TIMEOUT_ENV: ("must be a positive, finite number of seconds", ("300", "900")),
+}
 
 
-def _check_max_payload(environ: Mapping[str, str]) -> None:
-    raw = environ.get(MAX_PAYLOAD_ENV, "").strip()
-    if not raw:
-        return
-    try:
-        megabytes = float(raw) if raw.isascii() else math.nan
-    except ValueError:
-        megabytes = math.nan
-    if not (math.isfinite(megabytes) and megabytes > 0):
-        raise ConfigError(MAX_PAYLOAD_ENV, raw, "must be a positive number of megabytes", ("6", "25", "0.5"))
+def _check_server_numbers(environ: Mapping[str, str]) -> None:
+    for name, (why, examples) in _SERVER_NUMBERS.items():
+        raw = environ.get(name, "").strip()
+        if not raw:
+            continue
+        try:
+            number = float(raw) if raw.isascii() else math.nan
+        except ValueError:
+            number = math.nan
+        if not (math.isfinite(number) and number > 0):
+            raise ConfigError(name, raw, why, examples)
 
 
 def _port(environ: Mapping[str, str], override: int | None) -> int:
@@ -289,7 +315,7 @@ def load_settings(
 ) -> tuple[Settings, list[str]]:
     """Merge every source into Settings; returns the settings and the reason lines it produced."""
     env = dict(os.environ if environ is None else environ)
-    _check_max_payload(env)
+    _check_server_numbers(env)
     env_opts = _env_options(env)
     alias_opts = _alias_options(env)
 
@@ -323,9 +349,14 @@ def load_settings(
     sources: dict[str, str] = {}
     overridden: list[str] = []
     for layer in layers:
+        below = dict(sources)  # what the lower layers set: this layer overrides those, its own twins meet in the plan
         for key, (value, origin) in layer.items():
-            if key in sources:
-                overridden.append(f"option.{key} from {origin} (over {sources[key]})")
+            # an LMI name and its vLLM twin (tensor_parallel_degree / tensor_parallel_size) are one setting: the
+            # higher layer's spelling replaces the lower one's, as the same spelling would
+            for twin in (key, OPTION_TWINS.get(key)):
+                if twin in below and twin in sources:
+                    overridden.append(f"option.{twin} from {origin} (over {sources[twin]})")
+                    del options[twin], sources[twin]
             options[key] = value
             sources[key] = origin
     # one line per key (a line stays short however many keys are overridden); keys and origins only, never values

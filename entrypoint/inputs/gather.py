@@ -83,7 +83,15 @@ def build_plan(
     config, hf_quant_config, source = read_model_configs(
         settings.model, revision=settings.options.get("revision"), environ=hub_environ(settings.options, env)
     )
-    description = describe_model(config, hf_quant_config, source=source, quantize=settings.options.get("quantize"))
+    # option.quantize or its vLLM twin: both become --quantization, so both describe what vLLM will serve
+    quantize_key = "quantize" if "quantize" in settings.options else "quantization"
+    description = describe_model(
+        config,
+        hf_quant_config,
+        source=source,
+        quantize=settings.options.get(quantize_key),
+        quantize_label=settings.option_label(quantize_key),
+    )
     gpus = gpu_inventory(gpu, num_gpus)
     caps = detect_capabilities(vllm_version)
     gpu = gpus.summary()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import subprocess
 import sys
@@ -88,7 +89,9 @@ def timeout_s(environ: Mapping[str, str]) -> float:
         logger.warning("%s=%r is not a number of seconds; the warm-up waits %.0f s at most", TIMEOUT_ENV, text,
                        DEFAULT_TIMEOUT_S)  # fmt: skip
         return DEFAULT_TIMEOUT_S
-    return value if value > 0 else DEFAULT_TIMEOUT_S
+    # `serve` refuses a value that is not a finite number > 0 (entrypoint.config.settings); a server started
+    # otherwise still never waits forever on `inf`
+    return value if math.isfinite(value) and value > 0 else DEFAULT_TIMEOUT_S
 
 
 class WarmupGate:

@@ -50,11 +50,13 @@ def describe_model(
     *,
     source: str,
     quantize: str | None = None,
+    quantize_label: str = "option.quantize",
 ) -> ModelDescription:
     """Normalise a checkpoint's config files.
 
-    `quantize` is `option.quantize`: online quantisation of a 16-bit checkpoint at load time. It is
-    refused on a checkpoint that is already quantised (LMI tells users not to set it there).
+    `quantize` is `option.quantize` (or `option.quantization`; `quantize_label` names it where the user set it):
+    online quantisation of a 16-bit checkpoint at load time. It is refused on a checkpoint that is already
+    quantised (LMI tells users not to set it there), unless it names the checkpoint's own method.
     """
     if not isinstance(config, Mapping):
         raise ConfigError(CONFIG_FILE, type(config).__name__, "expected a JSON object at the top level")
@@ -75,7 +77,7 @@ def describe_model(
         num_hidden_layers=text.int_("num_hidden_layers", minimum=1),
         max_position_embeddings=text.int_("max_position_embeddings", minimum=1),
         moe=_moe_shape(text, model_type=model_type),
-        quantization=apply_quantize_option(checkpoint, quantize),
+        quantization=apply_quantize_option(checkpoint, quantize, quantize_label),
     )
 
 

@@ -34,24 +34,25 @@ ONLINE_SCHEMES: Mapping[str, dict[str, Any]] = {
 }
 
 
-def apply_quantize_option(checkpoint: Quantization, quantize: str | None) -> Quantization:
-    """`checkpoint` as vLLM will serve it with `option.quantize`; a ConfigError on a quantised checkpoint."""
+def apply_quantize_option(
+    checkpoint: Quantization, quantize: str | None, where: str = "option.quantize"
+) -> Quantization:
+    """`checkpoint` as vLLM will serve it with `option.quantize` (or its vLLM twin `option.quantization`; `where`
+    names the one the user set, as errors show it); a ConfigError on a quantised checkpoint, even one naming the
+    checkpoint's own method: LMI tells users to leave it unset there, and a mismatch only fails inside vLLM."""
     if quantize is None or not quantize.strip():
         return checkpoint
     name = quantize.strip().lower()
     if checkpoint.family != QuantFamily.UNQUANTIZED:
         raise ConfigError(
-            "option.quantize",
+            where,
             quantize,
-            f"checkpoint is already quantised as {checkpoint.summary()}; remove option.quantize",
+            f"checkpoint is already quantised as {checkpoint.summary()}; remove {where.split(' ')[0]}",
             "unset (vLLM reads the checkpoint's own scheme)",
         )
     scheme = ONLINE_SCHEMES.get(name)
     if scheme is None:
         raise ConfigError(
-            "option.quantize",
-            quantize,
-            "not an online quantisation vLLM applies to a 16-bit checkpoint",
-            ONLINE_SCHEMES,
+            where, quantize, "not an online quantisation vLLM applies to a 16-bit checkpoint", ONLINE_SCHEMES
         )
-    return Quantization(family=QuantFamily.ONLINE, method=name, source="option.quantize", **scheme)
+    return Quantization(family=QuantFamily.ONLINE, method=name, source=where, **scheme)

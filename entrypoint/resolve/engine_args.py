@@ -167,8 +167,27 @@ def _validate(key: str, value: str, spec: EngineArg, where: str) -> str:
         try:
             json.loads(value)
         except json.JSONDecodeError as exc:
-            raise ConfigError(where, value, f"is not valid JSON ({exc.msg} at column {exc.colno})") from None
+            # not echoed: a broken JSON option can be a connector config holding a password, and this is printed; the
+            # decoder's message, line and column never quote the value and still point at the mistake
+            where_wrong = f"{exc.msg} at line {exc.lineno} column {exc.colno} of its {len(value)} characters"
+            raise ConfigError(where, value, f"is not valid JSON ({where_wrong})", hide_value=True) from None
     return value
+
+
+_DECIMAL_UNITS = {"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
+_BINARY_UNITS = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def _count_value(value: str) -> float | None:
+    """The number a value means to vLLM: plain, or a k/m/g/t (x1000) / K/M/G/T (x1024) count as human_readable_int
+    reads it (`0k` is 0, `99999999t` far past any limit); None for anything else."""
+    if _HUMAN_INT.fullmatch(value):
+        units = _DECIMAL_UNITS if value[-1] in _DECIMAL_UNITS else _BINARY_UNITS
+        return float(value[:-1]) * units[value[-1]]
+    try:
+        return float(value.replace("_", ""))
+    except ValueError:
+        return None
 
 
 def _check_range(key: str, value: str, where: str) -> None:
@@ -176,10 +195,9 @@ def _check_range(key: str, value: str, where: str) -> None:
     bounds = _RANGES.get(key)
     if bounds is None or (key in _AUTO_INT_ARGS and value.lower() in ("auto", "-1")):
         return
-    try:
-        number = float(value.replace("_", ""))
-    except ValueError:
-        return  # a k/m/g count: positive by its grammar
+    number = _count_value(value)
+    if number is None:
+        return  # not a number (another check names what is accepted)
     low, high, low_inclusive, accepted = bounds
     if number < low or (number == low and not low_inclusive) or number > high:
         raise ConfigError(where, value, "out of range", accepted)
@@ -219,8 +237,8 @@ def _twin_check(options: Mapping[str, str], gpus: GpuInventory, label: Callable[
             vllm_value = _convert(label(vllm_key), vllm_key, options[vllm_key], gpus)
             if lmi_value != vllm_value:
                 raise ConfigError(
-                    f"option.{lmi_key} / option.{vllm_key}",
-                    f"{options[lmi_key]} / {vllm_value}",
+                    f"{label(lmi_key)} / {label(vllm_key)}",
+                    f"{options[lmi_key]} / {options[vllm_key]}",
                     "the LMI name and its vLLM twin set different values",
                     "set only one of them, or the same value in both",
                 )

@@ -108,9 +108,11 @@ def gpu_inventory(spec: str | None, count: int | None) -> GpuInventory:
     if spec:
         return simulate_gpus(spec, count)
     detected = detect_gpus()
-    if count is None or detected.is_cpu:
+    if count is None:
         return detected
     if count < 1:
         raise ConfigError("--num-gpus", count, "must be at least 1")
+    if detected.is_cpu:  # a count of nothing: planning for GPUs here needs the GPU named
+        raise ConfigError("--num-gpus", count, "no GPU detected here to count", "--gpu H200 (or another GPU) with it")
     template = detected.devices[0]
     return GpuInventory(devices=(template,) * count, source=f"{detected.source} (count set to {count})")

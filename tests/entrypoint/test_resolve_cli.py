@@ -274,3 +274,30 @@ def test_tgi_compat_reaches_the_servers_environment_with_its_reason():
     assert "responses to LMI/TGI bodies: each answer inside a JSON array, details on by default; streams as SSE " \
            "(option.tgi_compat / option.output_formatter)" in plan["reasons"]  # fmt: skip
     assert "tgi_compat" not in " ".join(plan["vllm_args"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["resolve", "--vllm-version", "banana"], "--vllm-version"),
+        (["resolve", "--gpu", "H200", "--num-gpus", "0"], "--num-gpus"),
+        (["serve", "--port", "99999"], "--port"),
+        (["run-local", "--port", "0"], "--port"),
+        (["tune", "--out", "/tmp/x", "--tune-budget-s", "nan"], "--tune-budget-s"),
+        (["tune", "--out", "/tmp/x", "--tune-budget-s", "-5"], "--tune-budget-s"),
+    ],
+    ids=["a version that is not one", "no GPUs", "a port past 65535", "port 0", "a NaN budget", "a negative budget"],
+)
+def test_a_bad_command_line_value_exits_2_naming_the_argument_and_what_it_takes(argv, named) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    assert stopped.value.code == 2
+    assert _capture is not None
+    err = _capture.readouterr().err
+    assert named in err and "accepted: " in err and "Traceback" not in err
+
+
+def test_a_gpu_count_with_no_gpu_to_count_is_refused_not_ignored() -> None:
+    """On a machine without GPUs, --num-gpus alone would have planned the CPU engine and dropped the count."""
+    done = run_resolve("--model", str(FIXTURES / "qwen3-30b-a3b"), "--num-gpus", "8")
+    assert done.returncode == 2 and "--num-gpus=8: no GPU detected here to count" in done.stderr

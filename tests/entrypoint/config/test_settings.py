@@ -468,3 +468,63 @@ def test_a_request_size_limit_in_megabytes_is_accepted_and_named_as_the_middlewa
     assert settings.MAX_PAYLOAD_ENV == MAX_PAYLOAD_ENV
     load_settings(environ={MAX_PAYLOAD_ENV: "6"})
     load_settings(environ={MAX_PAYLOAD_ENV: "0.5"})
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "-5", "nan", "inf", "1e999"])
+def test_a_warmup_time_limit_the_server_could_only_log_stops_the_start(value) -> None:
+    """Inside vLLM's server a bad MOE_WARMUP_TIMEOUT_S can only be warned about (and `inf` would hold /ping for
+    ever); at the start it is refused, named, with what it takes."""
+    from entrypoint.config import settings
+    from entrypoint.lmi.warmup_gate import TIMEOUT_ENV
+
+    assert settings.WARMUP_TIMEOUT_ENV == TIMEOUT_ENV
+    with pytest.raises(ConfigError) as caught:
+        load_settings(environ={TIMEOUT_ENV: value})
+    assert caught.value.key == TIMEOUT_ENV and "seconds" in str(caught.value)
+    load_settings(environ={TIMEOUT_ENV: "900"})
+
+
+# --- One setting, two names: the LMI name and its vLLM twin ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("environ", "flag", "expected"),
+    [
+        ({"OPTION_TENSOR_PARALLEL_SIZE": "2"}, "--tensor-parallel-size", "2"),
+        # (this checkpoint's experts split whole FP8 blocks at most 2 ways, not the default's max = 8)
+        ({"OPTION_MAX_NUM_SEQS": "128", "OPTION_TENSOR_PARALLEL_DEGREE": "2"}, "--max-num-seqs", "128"),
+    ],
+    ids=["tensor_parallel_size over the default's tensor_parallel_degree", "max_num_seqs over max_rolling_batch_size"],
+)
+def test_a_vllm_name_in_the_environment_replaces_its_lmi_twin_from_the_image_default(environ, flag, expected) -> None:
+    """The image default sets tensor_parallel_degree=max and max_rolling_batch_size=64; a deployment that sets the
+    vLLM name of either gets what it set, as it would with the LMI name."""
+    plan = _plan({"MOE_SERVING_DEFAULT_PROPERTIES": str(REPO / "serving.properties"), **environ})
+    args = list(plan.vllm_args)
+    assert args[args.index(flag) + 1] == expected and args.count(flag) == 1
+    assert any(f"from env:{next(iter(environ))} (over file:" in reason for reason in plan.reasons)
+
+
+def test_twins_set_in_one_layer_with_different_values_are_still_refused_naming_where(tmp_path) -> None:
+    user = _props(tmp_path, "option.tensor_parallel_degree=2\noption.tensor_parallel_size=4\n")
+    with pytest.raises(ConfigError) as caught:
+        _plan({}, properties=user)
+    assert (
+        caught.value.key == (f"option.tensor_parallel_degree (in {user}) / option.tensor_parallel_size (in {user})")
+        and caught.value.value == "2 / 4"
+    )
+
+
+def test_two_environment_spellings_of_one_option_with_different_values_are_refused() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(environ={"OPTION_MAX_MODEL_LEN": "4096", "OPTION_max_model_len": "8192"})
+    assert caught.value.key == "OPTION_MAX_MODEL_LEN / OPTION_max_model_len"
+    assert "different values" in str(caught.value) and "4096 / 8192" in str(caught.value)
+    settings, _ = load_settings(environ={"OPTION_MAX_MODEL_LEN": "4096", "OPTION_max_model_len": "4096"})
+    assert settings.options["max_model_len"] == "4096"
+
+
+def test_a_byte_order_mark_does_not_hide_the_first_line(tmp_path) -> None:
+    path = tmp_path / "serving.properties"
+    path.write_bytes("option.max_model_len=4096\n".encode("utf-8-sig"))
+    assert read_properties(path) == {"option.max_model_len": "4096"}

@@ -73,6 +73,8 @@ def said() -> Iterator[Said]:
 def test_the_time_limit_comes_from_the_environment_and_a_bad_one_is_said(said: Said):
     assert timeout_s({TIMEOUT_ENV: "30"}) == 30.0 and timeout_s({}) == DEFAULT_TIMEOUT_S
     assert timeout_s({TIMEOUT_ENV: "soon"}) == DEFAULT_TIMEOUT_S
+    # never an endless hold, even where the start's check (entrypoint.config.settings) did not run
+    assert timeout_s({TIMEOUT_ENV: "inf"}) == timeout_s({TIMEOUT_ENV: "nan"}) == DEFAULT_TIMEOUT_S
     assert "MOE_WARMUP_TIMEOUT_S='soon' is not a number of seconds" in said.text
 
 

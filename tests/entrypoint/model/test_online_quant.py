@@ -53,3 +53,44 @@ def test_online_quantisation(quantize: str, expected: Quantization) -> None:
 
 def test_empty_option_quantize_is_ignored() -> None:
     assert quant_of(qwen3_config(), quantize="  ") == BF16
+
+
+# --- option.quantization, the vLLM name of option.quantize: described the same, named where it was set --------------
+
+
+def _plan(model: str, environ: dict[str, str]):
+    from entrypoint.inputs.gather import build_plan
+    from tests.conftest_paths import REPO
+
+    return build_plan(
+        model=str(REPO / "tests/fixtures/models" / model), gpu="H200", num_gpus=1, vllm_version="0.32.0",
+        environ=environ,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("variable", ["OPTION_QUANTIZE", "OPTION_QUANTIZATION"])
+def test_either_name_plans_the_online_scheme_vllm_will_run(variable: str) -> None:
+    plan = _plan("qwen3-30b-a3b", {variable: "fp8"})
+    assert any("online fp8" in reason or "online (method fp8)" in reason for reason in plan.reasons), plan.reasons
+    args = list(plan.vllm_args)
+    assert args[args.index("--quantization") + 1] == "fp8"
+
+
+@pytest.mark.parametrize(
+    ("model", "environ", "key", "fragment"),
+    [
+        ("qwen3-30b-a3b-fp8", {"OPTION_QUANTIZATION": "awq"}, "OPTION_QUANTIZATION (option.quantization)",
+         "already quantised"),
+        ("qwen3-30b-a3b", {"OPTION_QUANTIZATION": "bogus"}, "OPTION_QUANTIZATION (option.quantization)",
+         "not an online quantisation"),
+        ("qwen3-30b-a3b", {"HF_MODEL_QUANTIZE": "bogus"}, "HF_MODEL_QUANTIZE (option.quantize)",
+         "not an online quantisation"),
+    ],
+    ids=["the vLLM name on a quantised checkpoint", "an unknown vLLM-name value", "the SageMaker variable"],
+)  # fmt: skip
+def test_a_refused_quantisation_is_named_as_the_user_set_it(model, environ, key, fragment) -> None:
+    from entrypoint.utils.errors import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        _plan(model, environ)
+    assert caught.value.key == key and fragment in str(caught.value)

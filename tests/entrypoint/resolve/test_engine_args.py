@@ -196,6 +196,13 @@ ERRORS = [
     pytest.param(
         {"max_model_len": "99999999999999999999999"}, "option.max_model_len=", "out of range", id="a huge length"
     ),
+    # counts in vLLM's k/m/g/t (x1000) and K/M/G/T (x1024) forms are checked by the number they mean
+    pytest.param({"max_model_len": "0k"}, "option.max_model_len='0k'", "out of range", id="a zero k count"),
+    pytest.param({"max_model_len": "99999999t"}, "option.max_model_len=", "out of range", id="a huge t count"),
+    pytest.param(
+        {"max_num_batched_tokens": "0.0k"}, "option.max_num_batched_tokens='0.0k'", "≥ 1", id="a zero decimal count"
+    ),
+    pytest.param({"max_num_batched_tokens": "2048T"}, "option.max_num_batched_tokens=", "≥ 1", id="a huge T count"),
     pytest.param({"max_rolling_batch_size": "0"}, "option.max_rolling_batch_size='0'", "≥ 1", id="batch size 0"),
     pytest.param(
         {"max_rolling_batch_prefill_tokens": "-1"},
@@ -215,6 +222,17 @@ def test_bad_options_are_refused_naming_key_and_value(options, key_and_value, me
         build_engine_args(options, {}, CAPS, H200X8)
     assert str(caught.value).startswith(key_and_value)
     assert message in str(caught.value)
+
+
+def test_invalid_json_is_refused_without_echoing_the_value_but_with_where_it_breaks() -> None:
+    # a connector config is where a password sits; a trailing comma must not print it
+    value = '{"kv_connector":"x","kv_connector_extra_config":{"password":"hunter2"},}'
+    with pytest.raises(ConfigError) as caught:
+        build_engine_args({"kv_transfer_config": value}, {}, CAPS, H200X8)
+    message = str(caught.value)
+    assert "hunter2" not in message and "kv_connector" not in message
+    assert message.startswith("option.kv_transfer_config='***': is not valid JSON")
+    assert f"at line 1 column {len(value)} of its {len(value)} characters" in message
 
 
 def test_an_unknown_engine_is_refused():
