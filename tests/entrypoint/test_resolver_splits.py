@@ -77,7 +77,7 @@ def test_vllm_032_refines_the_scale_blocks_of_a_native_fp8_split_and_runs_triton
     assert plan.quantization == PlanQuantization.of(QWEN3_235B_BLOCK.quantization)  # the checkpoint's, as read
     assert (
         "block fp8 split over 8 GPUs: vLLM refines the 128x128 scale blocks to 64x64 for 192 columns per GPU; "
-        "only its Triton kernel takes them"
+        "only its Triton kernel takes them (docs/resolver-rules.md)"
     ) in plan.reasons
 
 
@@ -89,8 +89,8 @@ def test_vllm_032_pads_a_native_fp8_split_for_a_backend_that_takes_128_blocks_on
     )  # fmt: skip
     assert plan.moe_backend is MoeBackend.FLASHINFER_CUTLASS
     assert (
-        "block fp8 split over 8 GPUs: vLLM pads each GPU's 192 expert columns to 256 (whole 128x128 blocks)"
-        in plan.reasons
+        "block fp8 split over 8 GPUs: vLLM pads each GPU's 192 expert columns to 256 (whole 128x128 blocks) "
+        "(docs/resolver-rules.md)" in plan.reasons
     )
 
 
