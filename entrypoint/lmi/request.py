@@ -69,6 +69,33 @@ def _number_problem(exc: ValueError) -> str:
     return f"body is not valid JSON ({exc})"
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _first_lone_surrogate(body: dict[str, Any]) -> tuple[str, int, str] | None:
+    """Where the first string (key or value) with a lone surrogate is: (path, character index, the surrogate).
+
+    json.loads joins an escaped pair (\\ud83d\\ude00) into one character and keeps a lone escape (\\ud800) as
+    it is; such a string cannot be encoded as UTF-8, and vLLM's tokenizer refuses it with a message about codecs.
+    """
+    pending: list[tuple[str, Any]] = [("body", body)]
+    while pending:
+        path, value = pending.pop()
+        if isinstance(value, str):
+            found = _SURROGATE.search(value)
+            if found:
+                return path, found.start(), found.group()
+        elif isinstance(value, dict):
+            for key, item in reversed(value.items()):
+                found = _SURROGATE.search(key)
+                if found:
+                    return f"a key of {path}", found.start(), found.group()
+                pending.append((key if path == "body" else f"{path}.{key}", item))
+        elif isinstance(value, list):
+            pending.extend((f"{path}[{index}]", item) for index, item in reversed(list(enumerate(value))))
+    return None
+
+
 def classify_body(raw: bytes) -> tuple[Schema, dict[str, Any]]:
     """Decode an /invocations body and say which schema it uses; LMIError(400) when none fits."""
     if not raw.strip():
@@ -88,6 +115,15 @@ def classify_body(raw: bytes) -> tuple[Schema, dict[str, Any]]:
             400,
             f"Input parsing failed: body must be a JSON object with 'inputs', 'prompt' or 'messages', "
             f"got a JSON {_JSON_TYPE_NAMES.get(type(body), type(body).__name__)}",
+        )
+    surrogate = _first_lone_surrogate(body)
+    if surrogate is not None:
+        where, index, char = surrogate
+        raise LMIError(
+            400,
+            f"Input parsing failed: {where} holds a lone UTF-16 surrogate \\u{ord(char):04x} at character {index}; "
+            "JSON text must be valid Unicode: escape a character outside the BMP as a pair (\\ud83d\\ude00) "
+            "or send it as UTF-8",
         )
     present = [schema for schema in Schema if schema.value in body]
     if not present:

@@ -316,6 +316,9 @@ def test_completions_route_and_invocations_agree(client: httpx.Client) -> None:
             id="chat messages inside an LMI body",
         ),
         pytest.param(b'{"inputs": ""}', 400, "inputs", id="an empty input"),
+        pytest.param(  # vLLM's own answer names a codec, not the field
+            b'{"inputs": "a\\ud800b"}', 400, "inputs holds a lone UTF-16 surrogate \\ud800", id="a lone surrogate"
+        ),
         pytest.param(
             b'{"inputs": "a", "stream": true, "parameters": {"max_new_tokens": 100000}}',
             400,

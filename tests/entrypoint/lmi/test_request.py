@@ -1,4 +1,4 @@
-"""The client's side of the LMI layer: schema classification, LMI body → vLLM completion body, CustomAttributes."""
+"""The LMI body → vLLM completion body translation (parse_lmi_request); the envelope is in test_request_envelope."""
 
 from __future__ import annotations
 
@@ -14,71 +14,10 @@ from entrypoint.lmi.errors import LMIError
 from entrypoint.lmi.request import (
     LMI_DEFAULT_MAX_NEW_TOKENS,
     LMI_PARAMETERS,
-    Schema,
-    classify_body,
     lmi_field_name,
     lmi_words,
-    parse_custom_attributes,
     parse_lmi_request,
 )
-
-# ---------------------------------------------------------------------------------------------
-# classify_body
-
-
-@pytest.mark.parametrize(
-    ("raw", "schema"),
-    [
-        pytest.param(b'{"inputs": "hi"}', Schema.LMI, id="inputs means the LMI schema"),
-        pytest.param(b'{"prompt": "hi", "max_tokens": 2}', Schema.COMPLETION, id="prompt means completions"),
-        pytest.param(b'{"messages": []}', Schema.CHAT, id="messages means chat"),
-    ],
-)
-def test_classify_body_picks_the_schema_from_the_keys(raw: bytes, schema: Schema) -> None:
-    assert classify_body(raw)[0] is schema
-
-
-@pytest.mark.parametrize(
-    ("raw", "message"),
-    [
-        pytest.param(b"", "empty request body", id="empty body is refused"),
-        pytest.param(b"  \n", "empty request body", id="blank body is refused"),
-        pytest.param(b"{nope", "not valid JSON", id="broken JSON is refused"),
-        pytest.param(b"\xff\xfe", "not valid JSON", id="non-UTF-8 bytes are refused"),
-        pytest.param(b"[1, 2]", "got a JSON array", id="a JSON list is refused"),
-        pytest.param(b'"text"', "got a JSON string", id="a JSON string is refused"),
-        pytest.param(b"null", "got a JSON null", id="null is refused"),
-        pytest.param(
-            b'{"text": "hi"}',
-            "must contain prompt, inputs, or messages (keys found: text)",
-            id="unknown schema names the keys it saw",
-        ),
-        pytest.param(b'{"inputs": "a", "prompt": "b"}', "both 'inputs' and 'prompt'", id="two schemas at once"),
-        # json.loads raises RecursionError / ValueError for these, which used to escape as HTTP 500
-        pytest.param(b"[" * 100_000 + b"]" * 100_000, "nests JSON arrays/objects too deeply", id="deep nesting"),
-        pytest.param(
-            b'{"inputs": "x", "parameters": {"max_new_tokens": ' + b"9" * 5000 + b"}}",
-            "integer literal over",
-            id="a 5000-digit integer",
-        ),
-        pytest.param(
-            b'{"inputs": "x", "parameters": {"temperature": NaN}}', "NaN is not a JSON number", id="NaN constant"
-        ),
-        pytest.param(b'{"prompt": "x", "max_tokens": -Infinity}', "-Infinity is not a JSON number", id="-Infinity"),
-        # Python's decoder turns a literal past a double's range into inf, which is not JSON to send on
-        pytest.param(
-            b'{"inputs": "x", "parameters": {"my_field": 1e400}}', "1e400 is out of the range", id="1e400 literal"
-        ),
-        pytest.param(b'{"prompt": "x", "top_p": -2.5E+999}', "-2.5E+999 is out of the range", id="-2.5E+999 literal"),
-    ],
-)
-def test_classify_body_refuses_with_a_400_that_says_why(raw: bytes, message: str) -> None:
-    with pytest.raises(LMIError) as caught:
-        classify_body(raw)
-    assert caught.value.code == 400
-    assert message in caught.value.message
-    assert caught.value.body() == {"code": 400, "error": caught.value.message}
-
 
 # ---------------------------------------------------------------------------------------------
 # parse_lmi_request
@@ -542,27 +481,3 @@ def test_the_fuzzed_bodies_also_reach_accepted_requests(with_parameter: bool) ->
     bodies = st.fixed_dictionaries({"inputs": ANY_INPUTS, "parameters": ANY_PARAMS, "stream": ANY_STREAM})
     # derandomized: a reachability check must not depend on the run's seed (CI once found none in 2000 random draws)
     find(bodies, lambda body: _parses(body, with_parameter), settings=settings(max_examples=5000, derandomize=True))
-
-
-# ---------------------------------------------------------------------------------------------
-# CustomAttributes
-
-
-@pytest.mark.parametrize(
-    ("header", "parsed"),
-    [
-        pytest.param(None, {}, id="no header"),
-        pytest.param("accept_eula=true", {"accept_eula": "true"}, id="one pair"),
-        pytest.param(" a=1 ; b = two;;c", {"a": "1", "b": "two", "c": ""}, id="blanks, empty and bare keys"),
-        pytest.param("a=1;a=2", {"a": "1"}, id="first occurrence wins"),
-        pytest.param("x=a=b", {"x": "a=b"}, id="value may contain an equals sign"),
-    ],
-)
-def test_custom_attributes(header: str | None, parsed: dict[str, str]) -> None:
-    assert parse_custom_attributes(header) == parsed
-
-
-@given(st.text(max_size=2000))
-def test_custom_attributes_never_raise(header: str) -> None:
-    parsed = parse_custom_attributes(header)
-    assert all(key and key == key.strip() for key in parsed)
