@@ -11,6 +11,7 @@ from pathlib import Path
 
 from entrypoint.resolve.render import render_plan
 from entrypoint.utils.errors import ConfigError
+from entrypoint.utils.ports import PORT_RANGE, parse_port
 
 EXIT_CONFIG_ERROR = 2
 log = logging.getLogger("entrypoint")
@@ -45,9 +46,10 @@ def _positive_int(text: str) -> int:
 
 
 def _tcp_port(text: str) -> int:
-    if not (text.isascii() and text.isdigit()) or not 0 < int(text) < 65536:
-        raise argparse.ArgumentTypeError(f"{text!r}: accepted: a TCP port, 1-65535")
-    return int(text)
+    port = parse_port(text)
+    if port is None:
+        raise argparse.ArgumentTypeError(f"{text!r}: accepted: a TCP port, {PORT_RANGE}")
+    return port
 
 
 def _positive_seconds(text: str) -> float:

@@ -30,6 +30,7 @@ from entrypoint.config.node_role import NodeRole, parse_node_role
 from entrypoint.config.response_format import parse_response_format
 from entrypoint.config.warmup import Warmup, parse_warmup
 from entrypoint.utils.errors import ConfigError
+from entrypoint.utils.ports import PORT_RANGE, parse_port
 from entrypoint.utils.redact import is_secret_label
 from entrypoint.utils.response_format import ResponseFormat
 
@@ -299,10 +300,10 @@ def _port(environ: Mapping[str, str], override: int | None) -> int:
     raw = environ.get("SAGEMAKER_BIND_TO_PORT", "").strip()
     if not raw:
         return DEFAULT_PORT
-    # isdigit() alone is true for '²' and '٣', which int() then rejects or reads as a number.
-    if not (raw.isascii() and raw.isdigit()) or not 0 < int(raw) < 65536:
-        raise ConfigError("SAGEMAKER_BIND_TO_PORT", raw, "must be a TCP port number", "1-65535")
-    return int(raw)
+    port = parse_port(raw)
+    if port is None:
+        raise ConfigError("SAGEMAKER_BIND_TO_PORT", raw, "must be a TCP port number", PORT_RANGE)
+    return port
 
 
 def load_settings(
