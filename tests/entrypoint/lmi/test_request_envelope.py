@@ -59,19 +59,7 @@ def test_classify_body_picks_the_schema_from_the_keys(raw: bytes, schema: Schema
             b'{"inputs": "x", "parameters": {"my_field": 1e400}}', "1e400 is out of the range", id="1e400 literal"
         ),
         pytest.param(b'{"prompt": "x", "top_p": -2.5E+999}', "-2.5E+999 is out of the range", id="-2.5E+999 literal"),
-    ],
-)
-def test_classify_body_refuses_with_a_400_that_says_why(raw: bytes, message: str) -> None:
-    with pytest.raises(LMIError) as caught:
-        classify_body(raw)
-    assert caught.value.code == 400
-    assert message in caught.value.message
-    assert caught.value.body() == {"code": 400, "error": caught.value.message}
-
-
-@pytest.mark.parametrize(
-    ("raw", "message"),
-    [
+        # a lone surrogate escape decodes, but UTF-8 cannot encode it; vLLM's own answer names a tokenizer type
         pytest.param(
             b'{"inputs": "a\\ud800b"}', "inputs holds a lone UTF-16 surrogate \\ud800 at character 1", id="inputs"
         ),
@@ -88,11 +76,12 @@ def test_classify_body_refuses_with_a_400_that_says_why(raw: bytes, message: str
         pytest.param(b'{"prompt": "x", "\\ud800": 1}', "a key of body holds a lone UTF-16 surrogate", id="a key"),
     ],
 )
-def test_a_lone_surrogate_is_refused_naming_where_it_is(raw: bytes, message: str) -> None:
+def test_classify_body_refuses_with_a_400_that_says_why(raw: bytes, message: str) -> None:
     with pytest.raises(LMIError) as caught:
         classify_body(raw)
     assert caught.value.code == 400
     assert message in caught.value.message
+    assert caught.value.body() == {"code": 400, "error": caught.value.message}
 
 
 def test_an_escaped_surrogate_pair_is_one_character_and_accepted() -> None:
