@@ -33,6 +33,7 @@ from entrypoint.utils.errors import ConfigError
 from entrypoint.utils.ports import PORT_RANGE, parse_port
 from entrypoint.utils.redact import is_secret_label
 from entrypoint.utils.response_format import ResponseFormat
+from entrypoint.utils.text import find_lone_surrogate
 
 DEFAULT_MODEL_DIR = "/opt/ml/model"
 # The image copies the repository's serving.properties here (Dockerfile); overridable for tests.
@@ -123,7 +124,7 @@ def _unencodable(text: str) -> str | None:
     """
     if "\x00" in text:
         return "contains a NUL character"
-    if any("\ud800" <= ch <= "\udfff" for ch in text):
+    if find_lone_surrogate(text):
         return "contains a lone UTF-16 surrogate (a \\uD800-\\uDFFF escape not part of a valid pair)"
     return None
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from entrypoint.lmi.errors import LMIError, field_error
 from entrypoint.lmi.parameter_names import LMI_PARAMETERS, refuse_unknown_keys, screen
+from entrypoint.utils.text import find_lone_surrogate
 
 LMI_DEFAULT_MAX_NEW_TOKENS = 30  # LMI's default; users complain it is short, but clients rely on it
 CUSTOM_ATTRIBUTES_HEADER = "x-amzn-sagemaker-custom-attributes"
@@ -69,9 +70,6 @@ def _number_problem(exc: ValueError) -> str:
     return f"body is not valid JSON ({exc})"
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def _first_lone_surrogate(body: dict[str, Any]) -> tuple[str, int, str] | None:
     """Where the first string (key or value) with a lone surrogate is: (path, character index, the surrogate).
 
@@ -82,12 +80,12 @@ def _first_lone_surrogate(body: dict[str, Any]) -> tuple[str, int, str] | None:
     while pending:
         path, value = pending.pop()
         if isinstance(value, str):
-            found = _SURROGATE.search(value)
+            found = find_lone_surrogate(value)
             if found:
                 return path, found.start(), found.group()
         elif isinstance(value, dict):
             for key, item in reversed(value.items()):
-                found = _SURROGATE.search(key)
+                found = find_lone_surrogate(key)
                 if found:
                     return f"a key of {path}", found.start(), found.group()
                 pending.append((key if path == "body" else f"{path}.{key}", item))
