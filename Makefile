@@ -72,9 +72,11 @@ test-gpu:
 
 bench: bench-kernels bench-e2e
 
-# Middleware latency/throughput against plain vLLM on the CPU engine (tiny model), any machine.
+# Middleware latency/throughput against plain vLLM on the CPU engine (tiny model), any machine; then what the
+# /invocations body checks cost next to decoding the JSON (no server).
 bench-serving: venv
 	$(PY) -m benchmarks.serving.bench_middleware --out out/serving
+	$(PY) -m benchmarks.serving.bench_body_parse --out out/serving
 
 bench-kernels:
 	python3 -m benchmarks.kernels.bench_moe_configs
