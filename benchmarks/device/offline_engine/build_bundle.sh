@@ -8,8 +8,9 @@
 #   usage: build_bundle.sh [STAGE]        (default ~/.cache/h200-bundle/stage)
 #   env:   PY (python with `packaging`, default .venv/bin/python), WHEELS (~/.cache/h200-bundle/whl: the lock's
 #          cp312 wheels, missing ones are downloaded), OLD_WHEELS (~/.cache/h200-bundle/old-nvidia: the host's
-#          nvidia-* versions, for symcheck.py), XZ_LEVEL (6), XZ_THREADS (2), NO_TAR=1 (stop at the unpacked
-#          site), STAGE_ONLY=1 (only re-split the existing bundle into .offline for the current tree size),
+#          nvidia-* versions, for symcheck.py), XZ_LEVEL (1: README.md, "xz level"), XZ_THREADS (2),
+#          NO_TAR=1 (stop at the unpacked site), STAGE_ONLY=1 (only re-split the existing bundle into .offline for
+#          the current tree size),
 #          FATBIN_SM90=1 (blank GPU code for other architectures than sm_90: ~1/3 smaller, but check it on an H200
 #          first with fatbin_check.sh; a separate STAGE, e.g. ~/.cache/h200-bundle/stage-sm90, keeps both)
 set -euo pipefail
@@ -19,7 +20,7 @@ STAGE=${1:-$CACHE/stage}
 PY=${PY:-.venv/bin/python}
 WHEELS=${WHEELS:-$CACHE/whl}
 OLD_WHEELS=${OLD_WHEELS:-$CACHE/old-nvidia}
-XZ_LEVEL=${XZ_LEVEL:-6}
+XZ_LEVEL=${XZ_LEVEL:-1}
 XZ_THREADS=${XZ_THREADS:-2}
 NICE=(nice -n 10)
 PLATFORMS=(--python-version 3.12 --implementation cp --only-binary=:all:
@@ -108,7 +109,7 @@ if [[ ${STAGE_ONLY:-0} != 1 ]]; then
   [[ ${NO_TAR:-0} == 1 ]] && { say "NO_TAR=1: stopping before the archive"; exit 0; }
 
   if [[ ! -f $BUNDLE ]]; then
-    say "6/7 tar | xz -$XZ_LEVEL -T$XZ_THREADS (the long step: ~10 min per GB of site on 2 cores at -6)"
+    say "6/7 tar | xz -$XZ_LEVEL -T$XZ_THREADS (~2.5 min on 2 cores at -1, ~35 min at -6)"
     start=$SECONDS
     "${NICE[@]}" tar -C "$STAGE" --sort=name --exclude=site/.installed --exclude=site/.pruned \
       --exclude=site/.nvidia --exclude=site/.fatbin -cf - site |
