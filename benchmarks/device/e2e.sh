@@ -47,7 +47,8 @@
 #          DRY_RUN=1 plan only: the harness prints each row's server argv and environment (--dry-run), no bake,
 #                    no GPU needed (tests/benchmarks/test_e2e_phases.py runs every x8 phase this way)
 # Every engine runs in its own subprocess with its own timeout; the harness writes what it has after each
-# engine, so a killed or over-budget run still leaves its CSV.
+# engine, so a killed or over-budget run still leaves its CSV. A run that compares backends and whose budget
+# cannot start its first two engines (the harness's estimates) is refused before anything runs (exit 2).
 # shellcheck disable=SC2054  # the commas are inside values (--backends a,b), not array separators
 set -uo pipefail
 PHASE=${1:-qwen}

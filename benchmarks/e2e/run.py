@@ -38,6 +38,15 @@ def execute(args: RunArgs) -> int:
     first_need = runner.first_engine_need_s(jobs, served=args.engine == "served")
     fits, verdict = runner.first_engine_verdict(first_need, args.budget_s)  # the budget starts below, ms from here
     print(verdict)
+    ratio_need = runner.ratio_engines_need_s(jobs, served=args.engine == "served")
+    if ratio_need is not None:
+        ratio_fits, ratio_verdict = runner.ratio_engines_verdict(ratio_need, args.budget_s)
+        print(ratio_verdict)
+        if fits and not ratio_fits and not args.dry_run:
+            print(f"e2e: refused: the first two engines need ~{ratio_need + runner.PREPARE_S:.0f} s to start and the "
+                  f"budget is {args.budget_s:.0f} s: the second would be skipped and no ratio would come; raise the "
+                  "budget (BUDGET_S) or run one engine", file=sys.stderr)  # fmt: skip
+            return 2
     if args.engine == "served" and args.dry_run:
         print_commands(jobs, os.environ)
     refusals = multicast_refusals(jobs)

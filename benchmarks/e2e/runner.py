@@ -104,6 +104,25 @@ def first_engine_need_s(jobs: Sequence[Any], served: bool) -> float | None:
     return min(needs) if needs else None
 
 
+def ratio_engines_need_s(jobs: Sequence[Any], served: bool) -> float | None:
+    """What the first two engines of a run that compares backends need together (engine_need_s each; a lower bound,
+    since each is counted with 30 s of measurement), or None where it does not compare: no ratio needs less."""
+    engines = [j for j in jobs if j.setup.starts_engine]
+    if len({j.setup.backend for j in engines}) < 2:  # one backend (several models): its rows are not compared
+        return None
+    return sum(engine_need_s(j.model, j.setup, served) for j in engines[:2])
+
+
+def ratio_engines_verdict(ratio_need: float, budget_s: float) -> tuple[bool, str]:
+    """Whether a run of several engines has the budget to start its first two with the preparation, the least that
+    gives a ratio, and the line that says so. 2026-12-07d: two plan ÷ auto runs of 350 and 330 s on an H100 measured
+    the plan (a 167 s start), then skipped auto ("130 s left < ~210 s needed"): 468 s of a lease and no ratio."""
+    need = ratio_need + PREPARE_S
+    fits = budget_s >= need
+    verdict = "fits" if fits else "does not fit: the second would be skipped, and with it every ratio"
+    return fits, f"e2e: first two engines: need ~{need:.0f} s with the preparation; budget {budget_s:.0f} s: {verdict}"
+
+
 def first_engine_verdict(first_need: float | None, budget_s: float) -> tuple[bool, str]:
     """Whether a run's budget holds its preparation and its cheapest engine (first_engine_need_s), and the line that
     says so. Dry runs print it too: the queue check (tests/benchmarks/test_queue_budgets.py) reads it."""

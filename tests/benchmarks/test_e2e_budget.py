@@ -30,6 +30,45 @@ def test_a_run_where_no_engine_fits_prepares_nothing_and_writes_every_row_skippe
     assert {(r["backend"], r["status"]) for r in rows} == {("auto", "skipped_budget"), ("triton", "skipped_budget")}
 
 
+def test_a_comparison_whose_second_engine_cannot_start_is_refused_before_anything_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 2026-12-07d: plan ÷ auto with 350 s; the plan's engine ran, auto was skipped, no ratio came
+    monkeypatch.setattr(runner, "prewarm_flashinfer", _never)
+    monkeypatch.setattr(runner, "run_job", _never)
+    monkeypatch.setattr(runner, "_START_ESTIMATE", {"triton": 170.0, "auto": 170.0})
+    argv = ["--engine", "offline", "--backends", "auto,triton", "--conc", "1", "--long-input-len", "0",
+            "--out-dir", str(tmp_path / "out"), "--work-dir", str(tmp_path / "work")]  # fmt: skip
+    # each engine needs 170 + 30 s, the preparation 55 s: one fits in 300 s, two need 455
+    assert cli.main([*argv, "--budget-s", "300"]) == 2
+    captured = capsys.readouterr()
+    assert "e2e: first engine: needs ~255 s with the preparation; budget 300 s: fits" in captured.out
+    assert "e2e: first two engines: need ~455 s with the preparation; budget 300 s: does not fit" in captured.out
+    assert "e2e: refused: the first two engines need ~455 s to start and the budget is 300 s" in captured.err
+    assert not (tmp_path / "out" / "h200_e2e.csv").exists()
+    assert cli.main([*argv, "--budget-s", "455", "--dry-run"]) == 0
+    assert "e2e: first two engines: need ~455 s with the preparation; budget 455 s: fits" in capsys.readouterr().out
+
+
+def test_only_a_run_that_compares_backends_needs_two_engines() -> None:
+    from benchmarks.e2e.backends import EngineSetup
+
+    class Job:
+        def __init__(self, model: str, setup: EngineSetup) -> None:
+            self.model, self.setup = model, setup
+
+    qwen, mixtral = "qwen3-30b-a3b-fp8-static", "mixtral-8x7b-fp8-static"
+    need = runner.engine_need_s(qwen, EngineSetup("plan", "triton"), served=True)
+    two_models = [Job(qwen, EngineSetup("plan", "triton")), Job(mixtral, EngineSetup("plan", "triton"))]
+    assert runner.ratio_engines_need_s(two_models, served=True) is None
+    compared = [Job(qwen, EngineSetup("plan", "triton")), Job(qwen, EngineSetup("auto", None)),
+                Job(qwen, EngineSetup("triton", "triton"))]  # fmt: skip
+    auto_need = runner.engine_need_s(qwen, EngineSetup("auto", None), served=True)
+    assert runner.ratio_engines_need_s(compared, served=True) == need + auto_need
+    broken = [Job(qwen, EngineSetup("plan", "triton")), Job(qwen, EngineSetup("auto", None, error="no plan"))]
+    assert runner.ratio_engines_need_s(broken, served=True) is None
+
+
 def test_the_first_engines_need_is_the_cheapest_start_and_none_without_an_engine() -> None:
     from benchmarks.e2e.backends import EngineSetup
 

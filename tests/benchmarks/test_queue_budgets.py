@@ -4,7 +4,9 @@ A GPU session is 30 minutes, and twice (2026-12-05c, 2026-12-05d, both on an H10
 and then skipped its only engine: `nemotron-pin` split 300 s over two variants, `nemotron-profile` could start with
 150 s. Here every e2e.sh step of every queue is planned in its dry-run mode with the least time the queue may give it
 (its MIN_S), and each harness run in it must say that its first engine fits ("e2e: first engine: ... fits";
-runner.first_engine_verdict).
+runner.first_engine_verdict). With the time the step is written for (its MAX_S), a run that compares backends must
+also start its first two engines (runner.ratio_engines_verdict): 2026-12-07d spent 468 s of a lease on two runs that
+measured the plan and skipped auto.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from tests.benchmarks.e2e_dry_run import dry_run_env
 from tests.conftest_paths import REPO
 
 QUEUES = REPO / "benchmarks" / "device" / "queues"
-VERDICT = re.compile(r"^e2e: first engine: .*$", re.M)
+VERDICT = re.compile(r"^e2e: first (?:engine|two engines): .*$", re.M)
 GPUS_OF_QUEUE = {"h200": 1, "x4": 4, "x8": 8}  # the machine each queue is written for
 # what e2e.sh reads from its environment: only the queue line may set it
 E2E_ENV = re.compile(
@@ -36,6 +38,7 @@ class Step(NamedTuple):
     name: str
     min_s: int
     command: str
+    max_s: int = 0
 
 
 def queue_steps(path: Path) -> list[Step]:
@@ -46,7 +49,7 @@ def queue_steps(path: Path) -> list[Step]:
         if not line or line.startswith("#") or line == "wait":
             continue
         name, min_s, _max_s, command = line.split(None, 3)
-        steps.append(Step(path.stem, name, int(min_s), command.removesuffix("&").strip()))
+        steps.append(Step(path.stem, name, int(min_s), command.removesuffix("&").strip(), int(_max_s)))
     return steps
 
 
@@ -59,12 +62,13 @@ E2E_STEPS = [
 ]
 
 
-def plan_step(step: Step, tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    """The step's command as run_queue.sh runs it, in e2e.sh's dry-run mode, cut at its minimum."""
+def plan_step(step: Step, tmp_path: Path, limit_s: int | None = None) -> subprocess.CompletedProcess[str]:
+    """The step's command as run_queue.sh runs it, in e2e.sh's dry-run mode, cut at its minimum (or at limit_s)."""
     base = {k: v for k, v in os.environ.items() if not E2E_ENV.match(k)}
     # PIN: nemotron-pin reads this host's topology otherwise
     pin = "api=0;engine=0-1;client=1"
-    env = dry_run_env(tmp_path, GPUS_OF_QUEUE.get(step.queue, 1), base, STEP_LIMIT_S=str(step.min_s), PIN=pin)
+    limit = str(limit_s or step.min_s)
+    env = dry_run_env(tmp_path, GPUS_OF_QUEUE.get(step.queue, 1), base, STEP_LIMIT_S=limit, PIN=pin)
     return subprocess.run(["bash", "-c", step.command], env=env, capture_output=True, text=True, timeout=120, cwd=REPO)
 
 
@@ -99,8 +103,21 @@ def test_every_harness_run_of_a_queued_step_fits_its_first_engine_at_the_steps_m
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     found = verdicts(done)
     assert found, done.stdout[-3000:]
-    short = [line for line in found if not line.endswith(": fits") and "none to start" not in line]
+    short = [line for line in found if "first engine:" in line and not line.endswith(": fits")
+             and "none to start" not in line]  # fmt: skip
     assert not short, f"{step.queue}:{step.name} at MIN_S={step.min_s}: " + "; ".join(short)
+
+
+@pytest.mark.parametrize("step", E2E_STEPS, ids=[f"{s.queue}:{s.name}" for s in E2E_STEPS])
+def test_every_comparing_harness_run_of_a_queued_step_starts_its_first_two_engines_at_the_steps_maximum(
+    step: Step, tmp_path: Path
+) -> None:
+    # 2026-12-07d: long-mixtral-auto and long-qwen-auto (BUDGET_S 350 and 330) started the plan and skipped auto,
+    # 468 s of an H100 lease without a ratio; e2e.sh would now refuse them, and this check refuses the queue line
+    done = plan_step(step, tmp_path, limit_s=step.max_s)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    short = [line for line in verdicts(done) if not line.endswith(": fits") and "none to start" not in line]
+    assert not short, f"{step.queue}:{step.name} at MAX_S={step.max_s}: " + "; ".join(short)
 
 
 @pytest.mark.parametrize(
