@@ -5,7 +5,7 @@ and then skipped its only engine: `nemotron-pin` split 300 s over two variants, 
 150 s. Here every e2e.sh step of every queue is planned in its dry-run mode with the least time the queue may give it
 (its MIN_S), and each harness run in it must say that its first engine fits ("e2e: first engine: ... fits";
 runner.first_engine_verdict). With the time the step is written for (its MAX_S), a run that compares backends must
-also start its first two engines (runner.ratio_engines_verdict): 2026-12-07d spent 468 s of a lease on two runs that
+also start its first two engines (runner.ratio_engines_verdict): 2026-12-07d spent 468 s of GPU time on two runs that
 measured the plan and skipped auto.
 """
 
@@ -113,7 +113,7 @@ def test_every_comparing_harness_run_of_a_queued_step_starts_its_first_two_engin
     step: Step, tmp_path: Path
 ) -> None:
     # 2026-12-07d: long-mixtral-auto and long-qwen-auto (BUDGET_S 350 and 330) started the plan and skipped auto,
-    # 468 s of an H100 lease without a ratio; e2e.sh would now refuse them, and this check refuses the queue line
+    # 468 s of an H100 without a ratio; e2e.sh would now refuse them, and this check refuses the queue line
     done = plan_step(step, tmp_path, limit_s=step.max_s)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     short = [line for line in verdicts(done) if not line.endswith(": fits") and "none to start" not in line]
