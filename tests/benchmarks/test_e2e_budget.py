@@ -16,15 +16,21 @@ def _never(*args: object, **kwargs: object) -> None:
     raise AssertionError("prepared or started although no engine fits")
 
 
-def test_a_run_where_no_engine_fits_prepares_nothing_and_writes_every_row_skipped(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _two_engines_that_must_not_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The harness's argv for auto and triton at one request, each engine estimated at a 170 s start; nothing may be
+    prepared or started."""
     monkeypatch.setattr(runner, "prewarm_flashinfer", _never)
     monkeypatch.setattr(runner, "run_job", _never)
     monkeypatch.setattr(runner, "_START_ESTIMATE", {"triton": 170.0, "auto": 170.0})
-    argv = ["--engine", "offline", "--backends", "auto,triton", "--conc", "1", "--long-input-len", "0",
-            "--out-dir", str(tmp_path / "out"), "--work-dir", str(tmp_path / "work"), "--budget-s", "220"]  # fmt: skip
-    assert cli.main(argv) == 0
+    return ["--engine", "offline", "--backends", "auto,triton", "--conc", "1", "--long-input-len", "0",
+            "--out-dir", str(tmp_path / "out"), "--work-dir", str(tmp_path / "work")]  # fmt: skip
+
+
+def test_a_run_where_no_engine_fits_prepares_nothing_and_writes_every_row_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = _two_engines_that_must_not_start(tmp_path, monkeypatch)
+    assert cli.main([*argv, "--budget-s", "220"]) == 0
     assert "e2e: no engine fits: " in capsys.readouterr().out
     rows = report.read_csv(tmp_path / "out" / "h200_e2e.csv")
     assert {(r["backend"], r["status"]) for r in rows} == {("auto", "skipped_budget"), ("triton", "skipped_budget")}
@@ -34,11 +40,7 @@ def test_a_comparison_whose_second_engine_cannot_start_is_refused_before_anythin
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # 2026-12-07d: plan ÷ auto with 350 s; the plan's engine ran, auto was skipped, no ratio came
-    monkeypatch.setattr(runner, "prewarm_flashinfer", _never)
-    monkeypatch.setattr(runner, "run_job", _never)
-    monkeypatch.setattr(runner, "_START_ESTIMATE", {"triton": 170.0, "auto": 170.0})
-    argv = ["--engine", "offline", "--backends", "auto,triton", "--conc", "1", "--long-input-len", "0",
-            "--out-dir", str(tmp_path / "out"), "--work-dir", str(tmp_path / "work")]  # fmt: skip
+    argv = _two_engines_that_must_not_start(tmp_path, monkeypatch)
     # each engine needs 170 + 30 s, the preparation 55 s: one fits in 300 s, two need 455
     assert cli.main([*argv, "--budget-s", "300"]) == 2
     captured = capsys.readouterr()
