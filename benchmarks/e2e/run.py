@@ -35,10 +35,11 @@ def execute(args: RunArgs) -> int:
     if args.pin:
         print(f"e2e: pinning: {args.pin} (benchmarks/e2e/pinning.py; a comparison row: serve never pins)")
     print_estimate(jobs, args)
-    first_need = runner.first_engine_need_s(jobs, served=args.engine == "served")
+    served = args.engine == "served"
+    first_need = runner.first_engine_need_s(jobs, served=served)
     fits, verdict = runner.first_engine_verdict(first_need, args.budget_s)  # the budget starts below, ms from here
     print(verdict)
-    ratio_need = runner.ratio_engines_need_s(jobs, served=args.engine == "served")
+    ratio_need = runner.ratio_engines_need_s(jobs, served=served)
     if ratio_need is not None:
         ratio_fits, ratio_verdict = runner.ratio_engines_verdict(ratio_need, args.budget_s)
         print(ratio_verdict)
@@ -47,7 +48,7 @@ def execute(args: RunArgs) -> int:
                   f"budget is {args.budget_s:.0f} s: the second would be skipped and no ratio would come; raise the "
                   "budget (BUDGET_S) or run one engine", file=sys.stderr)  # fmt: skip
             return 2
-    if args.engine == "served" and args.dry_run:
+    if served and args.dry_run:
         print_commands(jobs, os.environ)
     refusals = multicast_refusals(jobs)
     if refusals and not args.dry_run:

@@ -13,7 +13,6 @@ appends CSV rows (timestamp, Python, machine) under --out.
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime as dt
 import json
 import platform
@@ -24,6 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.e2e.stats import spread_pct
+from benchmarks.serving.csv_log import append_rows
 from entrypoint.lmi.request import classify_body
 
 
@@ -53,25 +54,20 @@ def time_call(call: Callable[[], object], reps: int, budget_s: float = 0.05) -> 
     return timings
 
 
-def summarise(timings: list[float]) -> tuple[float, float]:
-    """(median, spread as a fraction of the median)."""
-    median = statistics.median(timings)
-    return median, (max(timings) - min(timings)) / median
-
-
 def measure(reps: int) -> list[dict[str, Any]]:
     rows = []
     for name, raw in bodies().items():
-        decode_us, decode_spread = summarise(time_call(lambda raw=raw: json.loads(raw), reps))
-        classify_us, classify_spread = summarise(time_call(lambda raw=raw: classify_body(raw), reps))
+        decode = time_call(lambda raw=raw: json.loads(raw), reps)
+        classify = time_call(lambda raw=raw: classify_body(raw), reps)
+        decode_us, classify_us = statistics.median(decode), statistics.median(classify)
         rows.append(
             {
                 "body": name,
                 "bytes": len(raw),
                 "decode_us": round(decode_us, 2),
-                "decode_spread_pct": round(100 * decode_spread, 1),
+                "decode_spread_pct": round(spread_pct(decode), 1),
                 "classify_us": round(classify_us, 2),
-                "classify_spread_pct": round(100 * classify_spread, 1),
+                "classify_spread_pct": round(spread_pct(classify), 1),
                 "classify_over_decode": round(classify_us / decode_us, 3),
             }
         )
@@ -100,12 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": platform.machine(),
         "reps": args.reps,
     }
-    new = not path.exists()
-    with path.open("a", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=[*stamp, *rows[0]])
-        if new:
-            writer.writeheader()
-        writer.writerows({**stamp, **row} for row in rows)
+    append_rows(path, [*stamp, *rows[0]], ({**stamp, **row} for row in rows))
     print(f"rows appended to {path}")
     return 0
 

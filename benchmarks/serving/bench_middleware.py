@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import csv
 import datetime as dt
 import os
 import platform
@@ -31,6 +30,7 @@ from typing import Any
 import httpx
 
 from benchmarks.serving.bodies import PROMPT, count_tokens, stream_body
+from benchmarks.serving.csv_log import append_rows
 from tools.local_server import Server  # the same start/stop helper the end-to-end tests use
 
 
@@ -167,15 +167,8 @@ def main() -> int:
         "requests": args.requests,
     }
     csv_path = args.out / "bench_middleware.csv"
-    new = not csv_path.exists()
-    with csv_path.open("a", newline="") as handle:
-        writer = csv.DictWriter(
-            handle, fieldnames=["timestamp", "metric", "value", "unit", "vllm", "python", "machine", "requests"]
-        )
-        if new:
-            writer.writeheader()
-        for row in rows:
-            writer.writerow({**extra, **row})
+    columns = ["timestamp", "metric", "value", "unit", "vllm", "python", "machine", "requests"]
+    append_rows(csv_path, columns, ({**extra, **row} for row in rows))
     width = max(len(r["metric"]) for r in rows)
     for row in rows:
         print(f"{row['metric'].ljust(width)}  {row['value']:10.3f} {row['unit']}")
