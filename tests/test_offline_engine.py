@@ -116,17 +116,25 @@ def test_host_install_refuses_a_bad_or_missing_piece(tmp_path: Path) -> None:
     assert not (tmp_path / "root/site").exists()
 
 
-def test_host_install_installs_the_fused_moe_90_upload_where_flashinfer_finds_a_prebuilt_module(tmp_path: Path) -> None:
+def test_host_install_installs_every_module_of_the_moe90_upload_where_flashinfer_finds_a_prebuilt_one(
+    tmp_path: Path,
+) -> None:
     engine = make_bundle(tmp_path / "engine.tar.xz", {"flashinfer/__init__.py": b""})
     bundle.split(engine, tmp_path / "offline", 70_000)
     pieces = copy_pieces(tmp_path / "offline", tmp_path / "pieces")
-    module = os.urandom(50_000)
-    subprocess.run(["xz", "-0", "-c"], input=module, stdout=(pieces / "fused_moe_90.so.xz").open("wb"), check=True)
-    sums = f"{bundle.sha256(pieces / 'fused_moe_90.so.xz')}  fused_moe_90.so.xz\n"
+    # the CUTLASS MoE module (build_fused_moe_90.sh), the sampler and the autotuner's (build_flashinfer_prebuilt.sh)
+    modules = {name: os.urandom(50_000) for name in ("fused_moe_90", "sampling", "trtllm_utils")}
+    sums = ""
+    for name, module in modules.items():
+        packed = pieces / f"{name}.so.xz"
+        subprocess.run(["xz", "-0", "-c"], input=module, stdout=packed.open("wb"), check=True)
+        sums += f"{bundle.sha256(packed)}  {packed.name}\n"
     (pieces / "SHA256SUMS.moe90").write_text(sums)
     done = host_install(pieces, tmp_path / "root")
     assert done.returncode == 0, done.stderr
-    assert (tmp_path / "root/site/flashinfer/data/aot/fused_moe_90/fused_moe_90.so").read_bytes() == module
+    for name, module in modules.items():
+        assert (tmp_path / f"root/site/flashinfer/data/aot/{name}/{name}.so").read_bytes() == module
+        assert f"FlashInfer {name} installed prebuilt" in done.stdout
     (pieces / "SHA256SUMS.moe90").write_text("0" * 64 + "  fused_moe_90.so.xz\n")  # a transfer that went wrong
     refused = host_install(pieces, tmp_path / "root")
     assert refused.returncode != 0 and "fused_moe_90.so.xz: FAILED" in refused.stdout + refused.stderr

@@ -43,5 +43,5 @@ ls -l "$OUT/fused_moe_90.so.xz"
 cd "$HERE/../../.."
 mkdir -p .offline/moe90
 cp "$OUT/fused_moe_90.so.xz" .offline/moe90/
-(cd .offline/moe90 && sha256sum fused_moe_90.so.xz >SHA256SUMS.moe90)
+(cd .offline/moe90 && sha256sum -- *.so.xz >SHA256SUMS.moe90) # every prebuilt module of the folder (host_install.sh)
 echo "build_fused_moe_90: $((SECONDS - T0)) s; upload folder .offline/moe90"

@@ -42,13 +42,18 @@ else
   say "unpacked: $(du -sh "$SITE" | cut -f1)"
 fi
 
-# FlashInfer's CUTLASS fused-MoE module, pruned to FP8 (build_fused_moe_90.sh), when its upload is in PIECES: installed
-# where FlashInfer looks for a prebuilt module (flashinfer/data/aot/NAME/NAME.so), so auto rows start without a JIT build
-if [[ -f $PIECES/fused_moe_90.so.xz ]]; then
+# FlashInfer's prebuilt modules, when their upload (.offline/moe90) is in PIECES: the CUTLASS fused-MoE module pruned to
+# FP8 (build_fused_moe_90.sh), so auto rows start without a JIT build, and the sampler and autotuner modules
+# (build_flashinfer_prebuilt.sh), so a run's preparation does not compile them. Each NAME.so.xz its sums file names is
+# installed where FlashInfer looks for a prebuilt module (flashinfer/data/aot/NAME/NAME.so).
+if [[ -f $PIECES/SHA256SUMS.moe90 ]]; then
   (cd "$PIECES" && sha256sum -c --quiet SHA256SUMS.moe90)
-  aot=$SITE/flashinfer/data/aot/fused_moe_90
-  mkdir -p "$aot" && xz -dc "$PIECES/fused_moe_90.so.xz" >"$aot/fused_moe_90.so"
-  say "FlashInfer fused_moe_90 (pruned to FP8) installed: $aot"
+  while read -r _ file; do
+    name=${file%.so.xz}
+    aot=$SITE/flashinfer/data/aot/$name
+    mkdir -p "$aot" && xz -dc "$PIECES/$file" >"$aot/$name.so"
+    say "FlashInfer $name installed prebuilt: $aot"
+  done <"$PIECES/SHA256SUMS.moe90"
 fi
 
 if [[ ${NO_IMPORT_CHECK:-0} == 1 ]]; then say "unpacked; NO_IMPORT_CHECK=1: imports not checked"; exit 0; fi
