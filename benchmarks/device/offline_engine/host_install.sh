@@ -80,6 +80,17 @@ for lib in libs:
     print("   ", lib)
 if not any(lib.startswith(site + os.sep) and "libnccl" in lib for lib in libs):
     bad.append("nccl (not the carried 2.29)")
+# A prebuilt FlashInfer module that does not load would fail every engine that needs it (FlashInfer loads a prebuilt
+# module instead of building one, flashinfer/jit/core.py build_and_load): such a one is removed, and FlashInfer
+# JIT-builds it as it did before the upload carried it.
+import glob, shutil, tvm_ffi
+for so in sorted(glob.glob(os.path.join(site, "flashinfer", "data", "aot", "*", "*.so"))):
+    try:
+        tvm_ffi.load_module(so)
+        print(f"  prebuilt     {os.path.basename(so):18} loads")
+    except Exception as exc:  # any failure to load means the same for the engine
+        shutil.rmtree(os.path.dirname(so))
+        print(f"  prebuilt     {os.path.basename(so):18} REMOVED, does not load ({exc}): FlashInfer builds it")
 if bad:
     sys.exit(f"host_install: from the host, not the bundle: {', '.join(bad)}")
 EOF
