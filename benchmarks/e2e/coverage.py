@@ -94,7 +94,7 @@ def cell(found: list[Measured]) -> str:
     for kind, form in (("H200", "{}"), ("H100", "({} H100)")):
         runs = sorted({m.run for m in found if m.gpu == kind})
         if runs:
-            return form.format(runs[-1].removeprefix("2026-"))
+            return form.format(runs[-1][len("YYYY-") :])  # month-day and letter: the cells stay narrow
     return "–"
 
 
