@@ -44,9 +44,10 @@ def execute(args: RunArgs) -> int:
         ratio_fits, ratio_verdict = runner.ratio_engines_verdict(ratio_need, args.budget_s)
         print(ratio_verdict)
         if fits and not ratio_fits and not args.dry_run:
-            print(f"e2e: refused: the first two engines need ~{ratio_need + runner.PREPARE_S:.0f} s to start and the "
-                  f"budget is {args.budget_s:.0f} s: the second would be skipped and no ratio would come; raise the "
-                  "budget (BUDGET_S) or run one engine", file=sys.stderr)  # fmt: skip
+            need = runner.with_preparation(ratio_need)
+            print(f"e2e: refused: the first two engines need ~{need:.0f} s to start and the budget is "
+                  f"{args.budget_s:.0f} s: the second would be skipped and no ratio would come; raise the budget "
+                  "(BUDGET_S) or run one engine", file=sys.stderr)  # fmt: skip
             return 2
     if served and args.dry_run:
         print_commands(jobs, os.environ)
@@ -73,7 +74,7 @@ def execute(args: RunArgs) -> int:
     else:
         # 2026-12-05c: three harness runs spent ~50 s each on this preparation, then skipped their only engine
         print(
-            f"e2e: no engine fits: {budget.left():.0f} s left < ~{first_need + runner.PREPARE_S:.0f} s (the "
+            f"e2e: no engine fits: {budget.left():.0f} s left < ~{runner.with_preparation(first_need):.0f} s (the "
             f"preparation ~{runner.PREPARE_S:.0f} s and the first engine); every row is written as skipped_budget"
         )
     shared = PhaseTritonCache(args.work_dir / "phase-triton") if args.share_triton_cache else None

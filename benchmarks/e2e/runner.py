@@ -92,6 +92,11 @@ def estimate_start_s(label: str, setup: EngineSetup, served: bool = False) -> fl
 PREPARE_S = 55.0
 
 
+def with_preparation(need_s: float) -> float:
+    """Seconds a run's budget must hold for `need_s` of engines: the preparation comes first (PREPARE_S)."""
+    return need_s + PREPARE_S
+
+
 def engine_need_s(label: str, setup: EngineSetup, served: bool) -> float:
     """Seconds of budget an engine must have left to be started: its start estimate and 30 s to measure."""
     return estimate_start_s(label, setup, served) + 30
@@ -117,7 +122,7 @@ def ratio_engines_verdict(ratio_need: float, budget_s: float) -> tuple[bool, str
     """Whether a run of several engines has the budget to start its first two with the preparation, the least that
     gives a ratio, and the line that says so. 2026-12-07d: two plan ÷ auto runs of 350 and 330 s on an H100 measured
     the plan (a 167 s start), then skipped auto ("130 s left < ~210 s needed"): 468 s of a lease and no ratio."""
-    need = ratio_need + PREPARE_S
+    need = with_preparation(ratio_need)
     fits = budget_s >= need
     verdict = "fits" if fits else "does not fit: the second would be skipped, and with it every ratio"
     return fits, f"e2e: first two engines: need ~{need:.0f} s with the preparation; budget {budget_s:.0f} s: {verdict}"
@@ -128,7 +133,7 @@ def first_engine_verdict(first_need: float | None, budget_s: float) -> tuple[boo
     says so. Dry runs print it too: the queue check (tests/benchmarks/test_queue_budgets.py) reads it."""
     if first_need is None:
         return True, "e2e: first engine: none to start"
-    need = first_need + PREPARE_S
+    need = with_preparation(first_need)
     fits = budget_s >= need
     verdict = "fits" if fits else "does not fit"
     return fits, f"e2e: first engine: needs ~{need:.0f} s with the preparation; budget {budget_s:.0f} s: {verdict}"
